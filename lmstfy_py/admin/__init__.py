@@ -1,0 +1,1 @@
+"""Tenants: tokens per namespace (and, later, throttle limits), kept in the admin Redis."""

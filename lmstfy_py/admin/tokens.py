@@ -1,0 +1,73 @@
+"""Tokens: each grants access to one namespace of one pool.
+
+Stored in the admin Redis as one hash per (pool, namespace): token ->
+description. Every data-plane request checks its token, so answers are cached
+for CACHE_TTL_S in the process; this process's own changes drop the cache at
+once, another process's changes are seen within CACHE_TTL_S.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Collection
+from typing import Any
+
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.store import keys
+
+CACHE_TTL_S = 1.0
+MIN_TOKEN_LEN = 20
+
+
+class TokenStore:
+    def __init__(self, redis: Any, pools: Collection[str]) -> None:
+        self.redis = redis
+        self.pools = set(pools)
+        self._cache: dict[tuple[str, str, str], tuple[bool, float]] = {}
+
+    def _check_pool(self, pool: str) -> None:
+        if pool not in self.pools:
+            raise InvalidParameter("pool not found")
+
+    async def create(self, pool: str, ns: str, description: str, token: str | None = None) -> str:
+        """Stores a new token (a random one unless given) and returns it."""
+        self._check_pool(pool)
+        if token is None:
+            token = secrets.token_hex(16)
+        elif len(token) < MIN_TOKEN_LEN:
+            raise InvalidParameter("the user token was too short")
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hsetnx(keys.tokens(pool, ns), token, description)
+        pipe.sadd(keys.token_namespaces(pool), ns)
+        created, _ = await pipe.execute()
+        if not created:
+            raise InvalidParameter("the token has already existed")
+        self._cache.pop((pool, ns, token), None)
+        return token
+
+    async def list(self, pool: str, ns: str) -> dict[str, str]:
+        self._check_pool(pool)
+        found = await self.redis.hgetall(keys.tokens(pool, ns))
+        return {k.decode(): v.decode() for k, v in found.items()}
+
+    async def delete(self, pool: str, ns: str, token: str) -> None:
+        self._check_pool(pool)
+        await self.redis.hdel(keys.tokens(pool, ns), token)
+        self._cache.pop((pool, ns, token), None)
+
+    async def namespaces(self, pool: str) -> list[str]:
+        self._check_pool(pool)
+        return sorted(m.decode() for m in await self.redis.smembers(keys.token_namespaces(pool)))
+
+    async def exists(self, pool: str, ns: str, token: str) -> bool:
+        key = (pool, ns, token)
+        cached = self._cache.get(key)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        found = bool(await self.redis.hexists(keys.tokens(pool, ns), token))
+        if len(self._cache) > 100_000:  # bounds memory against clients spraying random tokens
+            self._cache.clear()
+        self._cache[key] = (found, now + CACHE_TTL_S)
+        return found

@@ -1,0 +1,381 @@
+"""Configuration: one TOML file (plus a few command-line flags) -> frozen dataclasses.
+
+Everything is validated here, once, so the rest of the server can trust a `Config` it is
+handed. Every problem becomes a `ConfigError` whose text is one line naming the file, the
+section, the key and what is wrong, because that line is all an operator sees when the
+server refuses to start.
+
+Layout (see deploy/lmstfy.toml for every key with its meaning):
+
+    [server]            ServerConfig
+    [defaults]          Defaults
+    [pools.<name>]      PoolConfig, one table per pool; none at all = the embedded Redis
+    [admin]             pool = "<name>" (where tokens and limits live)
+    [admin.accounts]    user = "password" (admin API basic auth)
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, NoReturn, cast
+from urllib.parse import urlsplit
+
+UINT32_MAX = 2**32 - 1
+UINT16_MAX = 2**16 - 1
+MAX_CONSUME_TIMEOUT = 600
+NAME_RE = re.compile(r"^[-_A-Za-z0-9]+$")
+DEFAULT_POOL = "default"
+POOL_KINDS = ("standalone", "sentinel", "cluster")
+URL_SCHEMES = ("redis", "rediss", "unix")
+COMMAND_LINE = "command line"
+
+PoolKind = Literal["standalone", "sentinel", "cluster"]
+
+
+class ConfigError(Exception):
+    """A configuration problem, rendered as one line: `file: [section] key: problem`."""
+
+    def __init__(self, source: str, problem: str, section: str | None = None, key: str | None = None) -> None:
+        self.source = source
+        self.section = section
+        self.key = key
+        # The message must stay one line: TOML parser messages and OS errors are folded.
+        self.problem = " ".join(problem.split())
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = " ".join(part for part in (f"[{self.section}]" if self.section else "", self.key or "") if part)
+        return f"{self.source}: {where}: {self.problem}" if where else f"{self.source}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "0.0.0.0"
+    port: int = 7777
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 7778
+    workers: int = 1
+    data_dir: str = "./lmstfy-data"
+    access_log: bool = False
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Values a request gets for parameters it leaves out (seconds, except tries)."""
+
+    ttl: int = 86400
+    delay: int = 0
+    tries: int = 1
+    ttr: int = 120
+    timeout: int = 0
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    name: str
+    kind: PoolKind = "standalone"
+    url: str | None = None
+    master_name: str | None = None
+    sentinels: tuple[str, ...] = ()
+    sentinel_password: str | None = None
+    password: str | None = None
+    db: int = 0
+    cluster_nodes: tuple[str, ...] = ()
+    migrate_to: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = field(default_factory=ServerConfig)
+    defaults: Defaults = field(default_factory=Defaults)
+    # Empty means "no external Redis": the server starts its embedded one (see with_embedded).
+    pools: dict[str, PoolConfig] = field(default_factory=dict)
+    admin_pool: str = DEFAULT_POOL
+    accounts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def embedded(self) -> bool:
+        """True when no pool is configured and the embedded Redis must be started."""
+        return not self.pools
+
+    def with_embedded(self, url: str) -> Config:
+        """This config with the embedded Redis at `url` as its only pool, `default`."""
+        return replace(self, pools={DEFAULT_POOL: PoolConfig(DEFAULT_POOL, url=url)}, admin_pool=DEFAULT_POOL)
+
+
+def load_config(
+    path: str | Path | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    admin_host: str | None = None,
+    admin_port: int | None = None,
+    data_dir: str | Path | None = None,
+    workers: int | None = None,
+    redis_url: str | None = None,
+) -> Config:
+    """Read the TOML file at `path` (None: built-in defaults), then apply command-line flags.
+
+    A flag left at None is not given. `redis_url` replaces every configured pool with one
+    standalone `default` pool at that URL (and makes it the admin pool).
+    """
+    config = _parse_document(str(path), _read_toml(path)) if path is not None else Config()
+    flags = {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port, "workers": workers}
+    flags["data_dir"] = str(data_dir) if data_dir is not None else None
+    given = {key: value for key, value in flags.items() if value is not None}
+    if given:
+        config = replace(config, server=_read_server(_Reader(COMMAND_LINE, None, given, _flag_name), config.server))
+    if redis_url is not None:
+        pool = _read_pool(DEFAULT_POOL, _Reader(COMMAND_LINE, None, {"url": redis_url}, _flag_name))
+        config = replace(config, pools={DEFAULT_POOL: pool}, admin_pool=DEFAULT_POOL)
+    return config
+
+
+def _flag_name(key: str) -> str:
+    return "--redis-url" if key == "url" else "--" + key.replace("_", "-")
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    source = str(path)
+    try:
+        with open(path, "rb") as file:
+            return tomllib.load(file)
+    except OSError as exc:
+        raise ConfigError(source, f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start})") from exc
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib puts the position at the end, "(at line 3, column 7)"; lead with it instead.
+        found = re.fullmatch(r"(.*) \(at (.+)\)", str(exc), re.DOTALL)
+        problem = f"invalid TOML at {found[2]}: {found[1]}" if found else f"invalid TOML: {exc}"
+        raise ConfigError(source, problem) from exc
+
+
+class _Reader:
+    """Takes typed, range-checked values out of one table and complains about leftovers."""
+
+    def __init__(
+        self, source: str, section: str | None, table: Mapping[str, Any], label: Callable[[str], str] = str
+    ) -> None:
+        self.source = source
+        self.section = section
+        self.table = table
+        self.label = label
+        self.used: set[str] = set()
+
+    def fail(self, key: str | None, problem: str) -> NoReturn:
+        raise ConfigError(self.source, problem, self.section, self.label(key) if key else None)
+
+    def take(self, key: str) -> Any:
+        """The raw value of `key` (None when absent), marking the key as known."""
+        self.used.add(key)
+        return self.table.get(key)
+
+    def string(self, key: str, default: str | None = None, *, empty_ok: bool = False) -> str | None:
+        value = self.take(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            self.fail(key, f"expected a string, got {_toml_type(value)}")
+        if not value and not empty_ok:
+            self.fail(key, "must not be empty")
+        return value
+
+    def required_string(self, key: str, default: str) -> str:
+        value = self.string(key, default)
+        assert value is not None  # a default was given
+        return value
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self.take(key)
+        if value is None:
+            return default
+        # bool is an int in Python but never a valid number in a config file.
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(key, f"expected an integer, got {_toml_type(value)}")
+        if not low <= value <= high:
+            self.fail(key, f"must be between {low} and {high}, got {value}")
+        return value
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.take(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(key, f"expected true or false, got {_toml_type(value)}")
+        return value
+
+    def addresses(self, key: str) -> tuple[str, ...]:
+        value = self.take(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.fail(key, f'expected an array of "host:port" strings, got {_toml_type(value)}')
+        for item in value:
+            if not _is_host_port(item):
+                self.fail(key, f'expected "host:port" with a port 1..65535, got "{item}"')
+        return tuple(value)
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.table) - self.used)
+        if unknown:
+            self.fail(unknown[0], "unknown key")
+
+
+def _toml_type(value: object) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array"}
+    return "a table" if isinstance(value, dict) else names.get(type(value), type(value).__name__)
+
+
+def _is_host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host.strip("[]")) and port.isdigit() and 1 <= int(port) <= UINT16_MAX
+
+
+_SECTIONS = ("server", "defaults", "pools", "admin")
+
+
+def _parse_document(source: str, document: dict[str, Any]) -> Config:
+    for name, value in document.items():
+        if name not in _SECTIONS:
+            raise ConfigError(source, f"unknown section [{name}] (known: {', '.join(_SECTIONS)})")
+        if not isinstance(value, dict):
+            raise ConfigError(source, f"[{name}] must be a table, got {_toml_type(value)}")
+    server = _read_server(_Reader(source, "server", document.get("server", {})), ServerConfig())
+    defaults = _read_defaults(_Reader(source, "defaults", document.get("defaults", {})))
+    pools = _read_pools(source, document.get("pools", {}))
+    admin_pool, accounts = _read_admin(source, document.get("admin", {}), pools)
+    return Config(server=server, defaults=defaults, pools=pools, admin_pool=admin_pool, accounts=accounts)
+
+
+def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
+    server = ServerConfig(
+        host=reader.required_string("host", base.host),
+        port=reader.integer("port", base.port, 1, UINT16_MAX),
+        admin_host=reader.required_string("admin_host", base.admin_host),
+        admin_port=reader.integer("admin_port", base.admin_port, 1, UINT16_MAX),
+        workers=reader.integer("workers", base.workers, 1, 256),
+        data_dir=reader.required_string("data_dir", base.data_dir),
+        access_log=reader.boolean("access_log", base.access_log),
+    )
+    reader.finish()
+    if server.port == server.admin_port:
+        reader.fail("admin_port", f"must differ from port ({server.port})")
+    return server
+
+
+def _read_defaults(reader: _Reader) -> Defaults:
+    base = Defaults()
+    defaults = Defaults(
+        ttl=reader.integer("ttl", base.ttl, 0, UINT32_MAX),
+        delay=reader.integer("delay", base.delay, 0, UINT32_MAX),
+        tries=reader.integer("tries", base.tries, 1, UINT16_MAX),
+        ttr=reader.integer("ttr", base.ttr, 1, UINT32_MAX),
+        timeout=reader.integer("timeout", base.timeout, 0, MAX_CONSUME_TIMEOUT),
+    )
+    reader.finish()
+    # A publish relying on both defaults would otherwise be refused: the job would expire unborn.
+    if 0 < defaults.ttl < defaults.delay:
+        reader.fail("delay", f"must not exceed ttl ({defaults.ttl}) unless ttl is 0")
+    return defaults
+
+
+def _read_pools(source: str, table: dict[str, Any]) -> dict[str, PoolConfig]:
+    pools: dict[str, PoolConfig] = {}
+    for name, value in table.items():
+        section = f"pools.{name}"
+        if not NAME_RE.match(name):
+            raise ConfigError(source, "pool names may use only letters, digits, '-' and '_'", section)
+        if not isinstance(value, dict):
+            raise ConfigError(source, f"expected a table, got {_toml_type(value)}", section)
+        pools[name] = _read_pool(name, _Reader(source, section, value))
+    if pools and DEFAULT_POOL not in pools:
+        raise ConfigError(source, f"a [pools.{DEFAULT_POOL}] table is required when any pool is configured")
+    for pool in pools.values():
+        if pool.migrate_to is not None and (pool.migrate_to == pool.name or pool.migrate_to not in pools):
+            raise ConfigError(source, "must name another configured pool", f"pools.{pool.name}", "migrate_to")
+    return pools
+
+
+# Which keys each kind needs, and which keys belong to one kind only (a typo'd kind would
+# otherwise silently ignore half of the table).
+_REQUIRED = {"standalone": ("url",), "sentinel": ("master_name", "sentinels"), "cluster": ("cluster_nodes",)}
+_ONLY_FOR = {
+    "url": "standalone",
+    "master_name": "sentinel",
+    "sentinels": "sentinel",
+    "sentinel_password": "sentinel",
+    "cluster_nodes": "cluster",
+}
+
+
+def _read_pool(name: str, reader: _Reader) -> PoolConfig:
+    kind = reader.required_string("kind", "standalone")
+    if kind not in POOL_KINDS:
+        reader.fail("kind", f'expected one of {", ".join(POOL_KINDS)}, got "{kind}"')
+    pool = PoolConfig(
+        name=name,
+        kind=cast(PoolKind, kind),
+        url=reader.string("url"),
+        master_name=reader.string("master_name"),
+        sentinels=reader.addresses("sentinels"),
+        sentinel_password=reader.string("sentinel_password", empty_ok=True),
+        password=reader.string("password", empty_ok=True),
+        db=reader.integer("db", 0, 0, 2**31 - 1),
+        cluster_nodes=reader.addresses("cluster_nodes"),
+        migrate_to=reader.string("migrate_to"),
+    )
+    reader.finish()
+    _check_pool_kind(pool, reader)
+    return pool
+
+
+def _check_pool_kind(pool: PoolConfig, reader: _Reader) -> None:
+    for key in _REQUIRED[pool.kind]:
+        if not getattr(pool, key):
+            reader.fail(key, f"required for a {pool.kind} pool")
+    for key, kind in _ONLY_FOR.items():
+        if getattr(pool, key) and kind != pool.kind:
+            reader.fail(key, f"only used by a {kind} pool, this one is {pool.kind}")
+    if pool.kind == "cluster" and pool.db != 0:
+        reader.fail("db", "a Redis Cluster has only db 0")
+    if pool.url is not None:
+        _check_url(pool.url, reader)
+
+
+def _check_url(url: str, reader: _Reader) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in URL_SCHEMES:
+        reader.fail("url", f'expected a redis://, rediss:// or unix:// URL, got "{url}"')
+    if parts.scheme == "unix" and not parts.path:
+        reader.fail("url", f'a unix:// URL needs a socket path, got "{url}"')
+    if parts.scheme != "unix" and not parts.hostname:
+        reader.fail("url", f'the URL needs a host, got "{url}"')
+
+
+def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> tuple[str, dict[str, str]]:
+    reader = _Reader(source, "admin", table)
+    admin_pool = reader.required_string("pool", DEFAULT_POOL)
+    accounts = reader.take("accounts")
+    reader.finish()
+    # With no pools the embedded Redis becomes the only pool, named default.
+    if admin_pool not in (set(pools) or {DEFAULT_POOL}):
+        reader.fail("pool", f'no pool named "{admin_pool}" is configured')
+    if accounts is None:
+        return admin_pool, {}
+    if not isinstance(accounts, dict):
+        reader.fail("accounts", f"expected a table of user = password, got {_toml_type(accounts)}")
+    return admin_pool, _read_accounts(_Reader(source, "admin.accounts", accounts))
+
+
+def _read_accounts(reader: _Reader) -> dict[str, str]:
+    accounts: dict[str, str] = {}
+    for user in reader.table:
+        if ":" in user:
+            reader.fail(user, "a basic-auth user name cannot contain ':'")
+        accounts[user] = reader.required_string(user, "")
+    return accounts

@@ -1,0 +1,1 @@
+"""Everything that touches Redis; nothing here knows about HTTP."""

@@ -1,0 +1,100 @@
+"""The only code that spells a Redis key or packs a list/zset element.
+
+Every key of one namespace carries the hash tag ``{ns}`` so that each Lua
+script touches a single Redis Cluster slot, and a consumer can block on the
+wake lists of several queues of one namespace at once.
+
+| key              | type   | holds                                                        |
+|------------------|--------|--------------------------------------------------------------|
+| j/{ns}/q/id      | hash   | d: msgpack [body, attributes]; s: where the job is (R, T, D); |
+|                  |        | t: the tries packed in its current element. PEXPIRE = ttl    |
+| r/{ns}/q         | list   | ready elements, packed (tries, id); LPUSH in, RPOP out       |
+| d/{ns}/q         | list   | dead letter, packed (tries, id); oldest at the tail          |
+| t/{ns}           | zset   | timer: packed (ns, q, tries, id), score = due time in ms     |
+| w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
+| qs/{ns}          | set    | the queue names ever published to in the namespace           |
+| nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |
+| due              | zset   | namespace -> earliest due ms of its timer (the pump's index) |
+"""
+
+from __future__ import annotations
+
+import struct
+
+NAMESPACES = "nss"
+DUE_INDEX = "due"
+
+
+def job(ns: str, queue: str, job_id: str) -> str:
+    return f"j/{{{ns}}}/{queue}/{job_id}"
+
+
+def job_prefix(ns: str) -> str:
+    """What Lua prepends to "<queue>/<id>" for jobs it only learns from an element."""
+    return f"j/{{{ns}}}/"
+
+
+def ready(ns: str, queue: str) -> str:
+    return f"r/{{{ns}}}/{queue}"
+
+
+def ready_prefix(ns: str) -> str:
+    return f"r/{{{ns}}}/"
+
+
+def dead(ns: str, queue: str) -> str:
+    return f"d/{{{ns}}}/{queue}"
+
+
+def dead_prefix(ns: str) -> str:
+    return f"d/{{{ns}}}/"
+
+
+def timer(ns: str) -> str:
+    return f"t/{{{ns}}}"
+
+
+def wake(ns: str, queue: str) -> str:
+    return f"w/{{{ns}}}/{queue}"
+
+
+def wake_prefix(ns: str) -> str:
+    return f"w/{{{ns}}}/"
+
+
+def queues(ns: str) -> str:
+    return f"qs/{{{ns}}}"
+
+
+def tokens(pool: str, ns: str) -> str:
+    return f"tk/{pool}/{ns}"
+
+
+def token_namespaces(pool: str) -> str:
+    return f"tkns/{pool}"
+
+
+def pack_element(tries: int, job_id: str) -> bytes:
+    """A ready or dead list element, lmstfy's ``HHc0``: tries, id length, id."""
+    raw = job_id.encode()
+    return struct.pack("<HH", tries, len(raw)) + raw
+
+
+def unpack_element(element: bytes) -> tuple[int, str]:
+    tries, length = struct.unpack_from("<HH", element)
+    return tries, element[4 : 4 + length].decode()
+
+
+def pack_timer_member(ns: str, queue: str, tries: int, job_id: str) -> bytes:
+    """A timer member, lmstfy's ``Hc0Hc0HHc0``: namespace, queue, tries, id."""
+    ns_raw, q_raw, id_raw = ns.encode(), queue.encode(), job_id.encode()
+    return b"".join(
+        (
+            struct.pack("<H", len(ns_raw)),
+            ns_raw,
+            struct.pack("<H", len(q_raw)),
+            q_raw,
+            struct.pack("<HH", tries, len(id_raw)),
+            id_raw,
+        )
+    )

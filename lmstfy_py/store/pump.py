@@ -1,0 +1,147 @@
+"""The timer loop: makes delayed and timed-out reserved jobs ready (or dead).
+
+It does not tick. A per-pool index zset ("due": namespace -> earliest due ms)
+tells which namespaces are due; the loop pumps those, then sleeps until the
+index's earliest due time, capped at MAX_SLEEP_S so that jobs scheduled by
+other processes are seen within that cap, and is woken early by jobs this
+process schedules. A sweep about once a second re-derives the index from
+every namespace's timer, repairing what a crash between a script and its
+index update could leave behind. Several processes may pump one pool: each
+move is one atomic script, so no job is moved twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+
+from redis.exceptions import RedisError
+
+from lmstfy_py.store import keys
+from lmstfy_py.store.engine import Engine, now_ms
+
+log = logging.getLogger(__name__)
+
+MAX_SLEEP_S = 0.05
+SWEEP_EVERY_S = 1.0
+DUE_BATCH = 100
+MAX_BACKOFF_S = 1.0
+STOP_GRACE_S = 2.0
+
+
+class Pump:
+    def __init__(self, engine: Engine, max_sleep_s: float = MAX_SLEEP_S) -> None:
+        self.engine = engine
+        self.redis = engine.redis
+        self.max_sleep_s = max_sleep_s
+        self._waiter: asyncio.Future[None] | None = None
+        # While a tick runs this is infinite: anything scheduled meanwhile makes the next sleep end at once.
+        self._planned_ms: float = math.inf
+        self._rescheduled = False
+        self._next_sweep = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._running = False
+        engine.on_scheduled = self.schedule
+
+    def schedule(self, due_ms: int) -> None:
+        """Called for every timer entry this process adds: wake early if it is due before our plan."""
+        if due_ms >= self._planned_ms:
+            return
+        if self._waiter is None:
+            self._rescheduled = True  # mid-tick: the coming sleep must not happen
+        else:
+            _wake_up(self._waiter)
+
+    def start(self) -> None:
+        self._running = True
+        self._task = asyncio.create_task(self.run(), name=f"pump-{self.engine.pool}")
+
+    async def stop(self) -> None:
+        # A flag, not just cancel(): on Python < 3.12, asyncio.wait_for (which
+        # redis-py 8 wraps every command in) can swallow a CancelledError
+        # (CPython gh-86296), leaving a cancelled loop running for ever.
+        self._running = False
+        if self._waiter is not None:
+            _wake_up(self._waiter)
+        if self._task is not None:
+            done, _ = await asyncio.wait([self._task], timeout=STOP_GRACE_S)
+            if not done:
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=STOP_GRACE_S)
+            self._task = None
+
+    async def run(self) -> None:
+        backoff = 0.0
+        while self._running:
+            try:
+                sleep_s = await self.tick()
+                backoff = 0.0
+            except (RedisError, OSError) as exc:
+                # Redis is away: retry with backoff instead of spinning; jobs wait safely in Redis.
+                backoff = min(MAX_BACKOFF_S, max(0.05, backoff * 2))
+                log.warning("pump of pool %s: %s; retrying in %.2fs", self.engine.pool, exc, backoff)
+                sleep_s = backoff
+            await self._sleep(sleep_s)
+
+    async def tick(self) -> float:
+        """Pumps every due namespace once; returns how long to sleep."""
+        due = await self.redis.zrangebyscore(keys.DUE_INDEX, "-inf", now_ms(), start=0, num=DUE_BATCH)
+        for ns in due:
+            await self.pump_namespace(ns.decode())
+        if time.monotonic() >= self._next_sweep:
+            await self.sweep()
+            self._next_sweep = time.monotonic() + SWEEP_EVERY_S
+        if len(due) == DUE_BATCH:
+            return 0.0
+        head = await self.redis.zrange(keys.DUE_INDEX, 0, 0, withscores=True)
+        next_ms = head[0][1] if head else math.inf
+        return max(0.0, min(self.max_sleep_s, (next_ms - now_ms()) / 1000))
+
+    async def pump_namespace(self, ns: str) -> None:
+        result = await self.engine.pump(ns, now_ms())
+        # Set the index to the next due time, then look at the timer again: a job
+        # scheduled after the script ran but whose index update (ZADD LT) landed
+        # before our set would otherwise be hidden until the next sweep.
+        if result.next_due_ms == -1:
+            await self.redis.zrem(keys.DUE_INDEX, ns)
+        else:
+            await self.redis.zadd(keys.DUE_INDEX, {ns: result.next_due_ms})
+        head = await self.engine.timer_head(ns)
+        if head != -1 and (result.next_due_ms == -1 or head < result.next_due_ms):
+            await self.redis.zadd(keys.DUE_INDEX, {ns: head}, lt=True)
+
+    async def sweep(self) -> None:
+        namespaces = await self.engine.namespaces()
+        if not namespaces:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for ns in namespaces:
+            pipe.zrange(keys.timer(ns), 0, 0, withscores=True)
+        heads = await pipe.execute()
+        pipe = self.redis.pipeline(transaction=False)
+        for ns, head in zip(namespaces, heads, strict=True):
+            if head:
+                pipe.zadd(keys.DUE_INDEX, {ns: head[0][1]}, lt=True)
+        await pipe.execute()
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds <= 0 or self._rescheduled or not self._running:
+            self._rescheduled = False
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        timer = loop.call_later(seconds, _wake_up, self._waiter)
+        self._planned_ms = now_ms() + seconds * 1000
+        try:
+            await self._waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+            self._planned_ms = math.inf
+
+
+def _wake_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

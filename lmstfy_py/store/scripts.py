@@ -1,0 +1,87 @@
+"""Loads each lua/*.lua once and runs it by EVALSHA.
+
+redis-py's own Script objects send SCRIPT EXISTS before every pipeline; ours
+send EVALSHA straight away and load the script only when Redis answers
+NOSCRIPT (after a restart or SCRIPT FLUSH), so a step stays one round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+Arg = str | bytes | int | float
+
+
+class Script:
+    def __init__(self, name: str, source: str) -> None:
+        self.name = name
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    async def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            await client.script_load(self.source)
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+
+    def queue(self, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
+        """Adds this call to a pipeline; see run_pipeline for the NOSCRIPT case."""
+        # Not pipe.evalsha(): redis-py refuses that name in cluster pipelines; the raw command routes by its keys.
+        pipe.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+def _read(name: str) -> str:
+    return (resources.files("lmstfy_py.store") / "lua" / f"{name}.lua").read_text()
+
+
+def _load(name: str) -> Script:
+    return Script(name, _read("_lib") + "\n" + _read(name))
+
+
+@dataclass(frozen=True)
+class Scripts:
+    publish: Script
+    reserve: Script
+    pump: Script
+    ack: Script
+    peek: Script
+    peek_job: Script
+    destroy: Script
+    respawn: Script
+    bury: Script
+
+    @classmethod
+    def load(cls) -> Scripts:
+        return cls(**{name: _load(name) for name in cls.__dataclass_fields__})
+
+
+async def run_pipeline(
+    client: Any,
+    calls: Sequence[tuple[Script, Sequence[str], Sequence[Arg]]],
+    tail: Callable[[Any], Any] | None = None,
+) -> list[Any]:
+    """Runs script calls, then whatever `tail` queues, in one pipeline (one round trip).
+
+    A call refused with NOSCRIPT did nothing, so it is safely run again alone,
+    which loads its script. `tail` must queue only idempotent commands.
+    """
+    pipe = client.pipeline(transaction=False)
+    for script, keys, args in calls:
+        script.queue(pipe, keys, args)
+    if tail is not None:
+        tail(pipe)
+    results = await pipe.execute(raise_on_error=False)
+    for i, result in enumerate(results):
+        if i < len(calls) and isinstance(result, NoScriptError):
+            script, keys, args = calls[i]
+            results[i] = await script(client, keys, args)
+        elif isinstance(result, Exception):
+            raise result
+    return results

@@ -1,0 +1,53 @@
+"""Session-wide real Redis servers, and per-test URLs to them that start empty.
+
+The servers start once per session (about 20 ms each) and are stopped at the end even when
+tests fail; if the session itself is killed they die with it (PR_SET_PDEATHSIG, see
+lmstfy_py/store/embedded.py). A test that stops or kills one (fault tests) leaves it to the
+next test's `redis_url`/`cluster_url`, which starts it again on the same port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.redis_procs import ClusterNode, RedisProcess, free_port
+
+__all__ = ["free_port"]
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path_factory.mktemp("redis"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterNode]:
+    node = ClusterNode(tmp_path_factory.mktemp("cluster"))
+    try:
+        node.start()
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisProcess) -> str:
+    """URL of the standalone test Redis, running and flushed."""
+    redis_server.start()
+    redis_server.flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def cluster_url(cluster_server: ClusterNode) -> str:
+    """URL of the one-node test cluster (for RedisCluster.from_url), running and flushed."""
+    cluster_server.start()
+    cluster_server.flushall()
+    return cluster_server.url

@@ -1,0 +1,40 @@
+"""Engines on a real standalone Redis and on a real Redis Cluster.
+
+Every engine test runs on both: a script that touched two hash slots would
+fail on the cluster with CROSSSLOT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from lmstfy_py.config import PoolConfig
+from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.pools import connect
+from lmstfy_py.store.pump import Pump
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
+    if request.param == "standalone":
+        return PoolConfig("default", url=request.getfixturevalue("redis_url"))
+    address = urlsplit(request.getfixturevalue("cluster_url")).netloc
+    return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
+
+
+@pytest.fixture
+async def engine(pool_config: PoolConfig) -> AsyncIterator[Engine]:
+    engine = Engine("default", *connect(pool_config))
+    yield engine
+    await engine.close()
+
+
+@pytest.fixture
+async def pump(engine: Engine) -> AsyncIterator[Pump]:
+    pump = Pump(engine)
+    pump.start()
+    yield pump
+    await pump.stop()

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 UINT32_MAX = 2**32 - 1
 UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600
-NAME_RE = re.compile(r"^[-_A-Za-z0-9]+$")
+NAME_RE = re.compile(r"[-_A-Za-z0-9]+")
 DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
 URL_SCHEMES = ("redis", "rediss", "unix")
@@ -288,7 +288,7 @@ def _read_pools(source: str, table: dict[str, Any]) -> dict[str, PoolConfig]:
     pools: dict[str, PoolConfig] = {}
     for name, value in table.items():
         section = f"pools.{name}"
-        if not NAME_RE.match(name):
+        if not NAME_RE.fullmatch(name):
             raise ConfigError(source, "pool names may use only letters, digits, '-' and '_'", section)
         if not isinstance(value, dict):
             raise ConfigError(source, f"expected a table, got {_toml_type(value)}", section)

@@ -17,7 +17,7 @@ _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
 ULID_LEN = 26
 VERSION_WITH_ATTRIBUTES = 1
-_ID_RE = re.compile(r"^[0-9]?[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+_ID_RE = re.compile(r"[0-9]?[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
 
 def _encode(value: int) -> str:
@@ -44,7 +44,7 @@ def new_job_id(delay_seconds: int, version: int = 0, now_ms: int | None = None) 
 
 
 def is_valid(job_id: str) -> bool:
-    return bool(_ID_RE.match(job_id))
+    return bool(_ID_RE.fullmatch(job_id))
 
 
 def strip_version(job_id: str) -> tuple[str, int]:

@@ -46,7 +46,7 @@ class TokenStore:
         self._cache.pop((pool, ns, token), None)
         return token
 
-    async def list(self, pool: str, ns: str) -> dict[str, str]:
+    async def list_tokens(self, pool: str, ns: str) -> dict[str, str]:
         self._check_pool(pool)
         found = await self.redis.hgetall(keys.tokens(pool, ns))
         return {k.decode(): v.decode() for k, v in found.items()}

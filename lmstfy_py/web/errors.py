@@ -1,0 +1,109 @@
+"""The one place where an exception becomes an HTTP response.
+
+Handlers raise `LmstfyError` subclasses and let Redis errors propagate; `as_lmstfy_error`
+maps everything else onto an `LmstfyError`, and `render` turns it into JSON. Two hooks
+feed it: Starlette's handler for its own routing errors (which its ExceptionMiddleware
+would otherwise answer in plain text), and `ErrorMiddleware` for every other exception,
+installed inside the request-id middleware so error responses carry X-Request-ID too.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    MaxConnectionsError,
+    ReadOnlyError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lmstfy_py.errors import InvalidParameter, LmstfyError, NotFound, StorageUnavailable
+
+log = logging.getLogger(__name__)
+
+# Most specific first: BusyLoadingError and MaxConnectionsError are ConnectionErrors, and the
+# builtin TimeoutError an OSError. The reasons stay generic: Redis addresses are not the client's business.
+_STORAGE_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (BusyLoadingError, "redis is loading its data"),
+    (MaxConnectionsError, "too many redis connections"),
+    (ReadOnlyError, "redis is read-only"),
+    (ClusterDownError, "redis cluster is down"),
+    (RedisTimeoutError, "redis timed out"),
+    (TimeoutError, "redis timed out"),
+    (RedisConnectionError, "cannot connect to redis"),
+    (OSError, "cannot connect to redis"),
+)
+
+
+class _HttpError(LmstfyError):
+    """Starlette's own HTTP errors other than routing ones, keeping their status."""
+
+    def __init__(self, exc: HTTPException) -> None:
+        super().__init__(exc.detail)
+        self.status = exc.status_code
+
+
+def storage_reason(exc: BaseException) -> str | None:
+    for kind, reason in _STORAGE_REASONS:
+        if isinstance(exc, kind):
+            return reason
+    return None
+
+
+def as_lmstfy_error(exc: Exception) -> LmstfyError:
+    if isinstance(exc, LmstfyError):
+        return exc
+    if isinstance(exc, HTTPException):
+        # gin answers unknown paths and known paths with another method alike.
+        return NotFound("api not found") if exc.status_code in (404, 405) else _HttpError(exc)
+    reason = storage_reason(exc)
+    if reason is not None:
+        log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
+        return StorageUnavailable(f"storage unavailable: {reason}")
+    if isinstance(exc, ClientDisconnect):
+        return InvalidParameter("client disconnected")
+    log.error("internal error", exc_info=exc)
+    return LmstfyError("internal error")
+
+
+def render(err: LmstfyError) -> Response:
+    return JSONResponse(err.body(), status_code=err.status)
+
+
+async def http_exception_handler(request: Request, exc: Exception) -> Response:
+    return render(as_lmstfy_error(exc))
+
+
+EXCEPTION_HANDLERS = {HTTPException: http_exception_handler}
+
+
+class ErrorMiddleware:
+    """Answers any exception a handler raises, unless the response has already begun."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:  # half a response cannot be replaced; the server logs it and drops the connection
+                raise
+            await render(as_lmstfy_error(exc))(scope, receive, send)

@@ -1,0 +1,254 @@
+"""Everything a request carries, parsed in one place: names, tokens, numbers, bodies, attributes.
+
+Each parser raises `InvalidParameter` (or `BodyTooLarge`) with lmstfy's exact text, so
+every route answers the same malformed input the same way. Numbers follow Go's
+`strconv.ParseUint`: decimal digits only (no sign, space, underscore or fraction), which
+Python's `int()` would partly accept, hence the regex.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import NoReturn
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import Headers, QueryParams
+from starlette.requests import Request
+
+from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
+from lmstfy_py.errors import BodyTooLarge, InvalidParameter
+from lmstfy_py.types import NewJob
+
+MAX_BODY = 1 << 20  # bytes of any request body (lmstfy: of one job)
+MAX_NAME_BYTES = 255
+MAX_CONSUME_COUNT = 100
+MAX_BULK_JOBS = 64
+MAX_ATTRIBUTES = 16
+MAX_ATTRIBUTE_KEY = 32
+MAX_ATTRIBUTE_VALUE = 128
+INT64_MAX = 2**63 - 1
+ATTRIBUTE_PREFIX = b"job-attr-"
+
+# 20 digits hold any uint64 and keep int() away from Python's 4300-digit limit.
+_DIGITS = re.compile(r"[0-9]{1,20}")
+_JSON_SPACE = " \t\n\r"
+
+
+# -- numbers -------------------------------------------------------------------
+
+
+def _first(query: QueryParams, name: str) -> str | None:
+    # Go's Query() returns the first of repeated values; Starlette's get() the last.
+    values = query.getlist(name)
+    return values[0] if values else None
+
+
+def uint(query: QueryParams, name: str, default: int, maximum: int, minimum: int = 0) -> int:
+    """A non-negative decimal integer in [minimum, maximum], else 400 "invalid <name>"."""
+    text = _first(query, name)
+    if text is None:
+        return default
+    if not _DIGITS.fullmatch(text) or not minimum <= int(text) <= maximum:
+        raise InvalidParameter(f"invalid {name}")
+    return int(text)
+
+
+def seconds(query: QueryParams, name: str, default: int) -> int:
+    return uint(query, name, default, UINT32_MAX)
+
+
+def limit(query: QueryParams) -> int:
+    return uint(query, "limit", 1, INT64_MAX, minimum=1)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOptions:
+    delay: int  # seconds
+    ttl: int  # seconds, 0 = forever
+    tries: int
+
+    def job(self, body: bytes, attributes: dict[str, str] | None) -> NewJob:
+        return NewJob(body, ttl_ms=self.ttl * 1000, delay_ms=self.delay * 1000, tries=self.tries, attributes=attributes)
+
+
+def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
+    delay = seconds(query, "delay", defaults.delay)
+    ttl = seconds(query, "ttl", defaults.ttl)
+    if 0 < ttl < delay:  # ttl 0 never expires, so it outlives any delay
+        raise InvalidParameter("ttl is shorter than delay")
+    tries = uint(query, "tries", defaults.tries, UINT16_MAX)
+    if tries == 0:
+        raise InvalidParameter("tries shouldn't be zero")
+    return PublishOptions(delay, ttl, tries)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeOptions:
+    ttr: int  # seconds
+    timeout: int  # seconds, already clamped to MAX_CONSUME_TIMEOUT
+    count: int
+
+
+def consume_options(query: QueryParams, defaults: Defaults) -> ConsumeOptions:
+    ttr = seconds(query, "ttr", defaults.ttr)
+    # lmstfy accepts any uint32 timeout; a longer wait than this only ties up a connection.
+    timeout = min(seconds(query, "timeout", defaults.timeout), MAX_CONSUME_TIMEOUT)
+    count = uint(query, "count", 1, MAX_CONSUME_COUNT, minimum=1)
+    return ConsumeOptions(ttr, timeout, count)
+
+
+# -- names and tokens ------------------------------------------------------------
+
+
+def _too_long(name: str) -> bool:
+    return len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
+
+
+def _check_queue_chars(queue: str) -> None:
+    if queue.startswith("_") or not NAME_RE.fullmatch(queue):
+        raise InvalidParameter("queue name contains forbidden characters")
+
+
+def check_namespace(ns: str, too_long: str = "namespace or queue name too long") -> None:
+    if _too_long(ns):
+        raise InvalidParameter(too_long)
+    if not NAME_RE.fullmatch(ns):
+        raise InvalidParameter("namespace name contains forbidden characters")
+
+
+def check_names(ns: str, queue: str) -> None:
+    if _too_long(ns) or _too_long(queue):
+        raise InvalidParameter("namespace or queue name too long")
+    check_namespace(ns)
+    _check_queue_chars(queue)
+
+
+def queue_list(ns: str, queues: str) -> list[str]:
+    """The queues of "q1,q2,...", empty entries skipped; the caller rejects an empty list."""
+    names = [queue for queue in queues.split(",") if queue]
+    if _too_long(ns) or any(_too_long(queue) for queue in names):
+        raise InvalidParameter("namespace or queue name too long")
+    check_namespace(ns)
+    for queue in names:
+        _check_queue_chars(queue)
+    return names
+
+
+def request_token(request: Request) -> str:
+    return request.headers.get("x-token") or _first(request.query_params, "token") or ""
+
+
+def split_token(raw: str) -> tuple[str, str]:
+    """lmstfy's "[pool:]token", split on the first ':'; no prefix means the default pool."""
+    pool, sep, token = raw.partition(":")
+    return (pool, token) if sep else (DEFAULT_POOL, raw)
+
+
+# -- bodies and attributes -------------------------------------------------------
+
+
+def _digits_value(text: str | None) -> int | None:
+    return int(text) if text is not None and _DIGITS.fullmatch(text) else None
+
+
+async def read_body(request: Request) -> bytes:
+    """The whole body, refused with 413 as soon as it is known to exceed MAX_BODY."""
+    declared = _digits_value(request.headers.get("content-length"))
+    if declared is not None and declared > MAX_BODY:
+        raise BodyTooLarge("body too large")
+    chunks: list[bytes] = []
+    size = 0
+    # Content-Length may be absent (chunked) or lie: count what actually arrives.
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise BodyTooLarge("body too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def attributes(headers: Headers) -> dict[str, str] | None:
+    """Job attributes from `Job-Attr-<Key>` headers, or None unless `Enable-Job-Version: YES`.
+
+    An empty dict still matters: it makes the engine issue a versioned job id.
+    """
+    if headers.get("enable-job-version", "").upper() != "YES":
+        return None
+    found: dict[str, str] = {}
+    for raw_name, raw_value in headers.raw:
+        name = raw_name.lower()
+        if not name.startswith(ATTRIBUTE_PREFIX) or not raw_value:
+            continue
+        key = name[len(ATTRIBUTE_PREFIX) :].decode("latin-1")[:MAX_ATTRIBUTE_KEY]
+        if key and key not in found:  # the first of repeated headers wins, as in Go
+            found[key] = raw_value.decode("utf-8", "replace")[:MAX_ATTRIBUTE_VALUE]
+    if len(found) > MAX_ATTRIBUTES:
+        raise InvalidParameter("too many attributes")
+    return found
+
+
+def bulk_bodies(raw: bytes) -> list[bytes]:
+    """Each element's exact JSON text (as Go's []json.RawMessage keeps it), one per job."""
+    try:
+        # surrogateescape round-trips bytes that are not UTF-8, as Go keeps them inside strings.
+        elements = _split_json_array(raw.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError) as exc:
+        raise InvalidParameter("request body should be an array of objects") from exc
+    if not elements:
+        raise InvalidParameter("no jobs")
+    if len(elements) > MAX_BULK_JOBS:
+        raise InvalidParameter("too many jobs")
+    return [element.encode("utf-8", "surrogateescape") for element in elements]
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in _JSON_SPACE:
+        at += 1
+    return at
+
+
+def _split_json_array(text: str) -> list[str]:
+    at = _skip_space(text, 0)
+    if text[at:].rstrip(_JSON_SPACE) == "null":  # Go decodes null into an empty slice
+        return []
+    if not text.startswith("[", at):
+        raise ValueError("not an array")
+    elements: list[str] = []
+    at = _skip_space(text, at + 1)
+    if text.startswith("]", at):
+        return _end_of_array(text, at, elements)
+    while True:
+        _, end = _DECODER.raw_decode(text, at)
+        elements.append(text[at:end])
+        at = _skip_space(text, end)
+        if text.startswith("]", at):
+            return _end_of_array(text, at, elements)
+        if not text.startswith(",", at):
+            raise ValueError("expected ',' or ']'")
+        at = _skip_space(text, at + 1)
+
+
+def _end_of_array(text: str, at: int, elements: list[str]) -> list[str]:
+    if _skip_space(text, at + 1) != len(text):
+        raise ValueError("data after the array")
+    return elements
+
+
+def form_values(body: bytes, content_type: str, query: QueryParams) -> dict[str, str]:
+    """Go's Request.Form: url-encoded body fields first, then query fields, first value wins."""
+    merged: dict[str, str] = {}
+    if content_type.split(";")[0].strip().lower() == "application/x-www-form-urlencoded":
+        for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+            merged.setdefault(key, value)
+    for key, value in query.multi_items():
+        merged.setdefault(key, value)
+    return merged

@@ -1,0 +1,135 @@
+"""Both apps on a real Runtime, against a real standalone Redis and a real Redis Cluster.
+
+`runtime` is parametrized over the two backends, so every test that uses it (through
+`data`, `admin` or `token`) runs against both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.web import create_admin_app, create_data_app
+
+MakeToken = Callable[[str], Awaitable[str]]
+
+
+def client_for(app: object) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
+    if request.param == "standalone":
+        return PoolConfig("default", url=request.getfixturevalue("redis_url"))
+    address = urlsplit(request.getfixturevalue("cluster_url")).netloc
+    return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
+
+
+@pytest.fixture
+async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
+    started = await Runtime.start(Config(pools={"default": pool_config}))
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+async def data(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_data_app(runtime)) as client:
+        yield client
+
+
+@pytest.fixture
+async def admin(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_admin_app(runtime)) as client:
+        yield client
+
+
+@pytest.fixture
+def make_token(admin: httpx.AsyncClient) -> MakeToken:
+    """Creates a token for a namespace through the admin API."""
+
+    async def make(ns: str) -> str:
+        response = await admin.post(f"/token/{ns}", params={"description": "test"})
+        assert response.status_code == 201, response.text
+        token: str = response.json()["token"]
+        return token
+
+    return make
+
+
+@pytest.fixture
+async def token(make_token: MakeToken) -> str:
+    """A token of namespace "ns"."""
+    return await make_token("ns")
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"X-Token": token}
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]], timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+class Api:
+    """Short calls for the routes the tests use most, all as namespace "ns"."""
+
+    def __init__(self, client: httpx.AsyncClient, token: str) -> None:
+        self.client = client
+        self.headers = auth(token)
+
+    async def publish(self, queue: str = "q", body: bytes = b"body", **query: int) -> str:
+        response = await self.client.put(f"/api/ns/{queue}", content=body, params=query, headers=self.headers)
+        assert response.status_code == 201, response.text
+        job_id: str = response.json()["job_id"]
+        return job_id
+
+    async def consume(self, queues: str = "q", **query: int) -> httpx.Response:
+        return await self.client.get(f"/api/ns/{queues}", params=query, headers=self.headers)
+
+    async def consume_job(self, queues: str = "q", **query: int) -> dict[str, object]:
+        response = await self.consume(queues, **query)
+        assert response.status_code == 200, response.text
+        job: dict[str, object] = response.json()
+        return job
+
+    async def get(self, path: str, **query: int) -> httpx.Response:
+        return await self.client.get(f"/api/ns/q{path}", params=query, headers=self.headers)
+
+    async def size(self, queue: str = "q") -> int:
+        size: int = (await self.client.get(f"/api/ns/{queue}/size")).json()["size"]
+        return size
+
+    async def dead_size(self) -> int:
+        size: int = (await self.client.get("/api/ns/q/deadletter/size")).json()["size"]
+        return size
+
+    async def kill_one(self, tries: int = 1) -> str:
+        """A job of queue q driven into the dead letter (ttr=0 expires at once)."""
+        before = await self.dead_size()
+        job_id = await self.publish(tries=tries)
+        for _ in range(tries):
+            assert (await self.consume_job(ttr=0, timeout=2))["job_id"] == job_id
+        await wait_for(lambda: self.dead_size_above(before))
+        return job_id
+
+    async def dead_size_above(self, before: int) -> bool:
+        return await self.dead_size() > before
+
+
+@pytest.fixture
+async def api(data: httpx.AsyncClient, token: str) -> AsyncIterator[Api]:
+    yield Api(data, token)

@@ -89,7 +89,7 @@ def _bundled_valkey() -> str | None:
     return path
 
 
-def _parent_death_hook() -> Callable[[], None] | None:
+def parent_death_hook() -> Callable[[], None] | None:
     """A preexec_fn making the child get SIGTERM when its parent dies (Linux only)."""
     if not sys.platform.startswith("linux"):
         return None
@@ -122,7 +122,7 @@ def spawn_redis(
             stderr=subprocess.STDOUT,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            preexec_fn=_parent_death_hook(),
+            preexec_fn=parent_death_hook(),
         )
 
 

@@ -1,0 +1,346 @@
+"""Run the server: both apps in one event loop per process, and `--workers N` processes.
+
+One process (`run_worker`) runs the data app and the admin app as two hypercorn servers in one
+event loop around one Runtime, and stops gracefully on SIGTERM or SIGINT: stop accepting, let
+in-flight requests finish (up to GRACEFUL_TIMEOUT), then stop the runtime.
+
+With several workers (`run` with workers > 1) this process creates the listening sockets,
+forks the workers before any event loop exists (each inherits the sockets and serves them),
+and supervises: a stop signal is forwarded to every worker, and a worker that dies on its own
+stops the rest (a supervisor such as systemd restarts the whole server; half a server that
+silently lost a worker is worse than a clear exit 1).
+
+The caller (cli.py) owns what outlives the workers: the listening sockets and the embedded
+Redis, which must be started from the main thread (see store/embedded.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import FrameType
+from typing import cast
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.typing import ASGIFramework
+from starlette.applications import Starlette
+
+from lmstfy_py import __version__
+from lmstfy_py.config import Config, ServerConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.store.embedded import parent_death_hook
+from lmstfy_py.web import create_admin_app, create_data_app
+
+GRACEFUL_TIMEOUT = 5.0
+# Beyond the graceful timeout: hypercorn's own closing steps, then our cancel fallback.
+STOP_MARGIN = 2.0
+# A worker gets its graceful timeout plus the runtime's stop before the supervisor kills it.
+WORKER_STOP_TIMEOUT = GRACEFUL_TIMEOUT + 3 * STOP_MARGIN
+SUPERVISE_POLL_S = 0.5
+BACKLOG = 1024
+# A SIGINT ignored when we were started (a background job of a shell script) stays ignored.
+STOP_SIGNALS = (
+    (signal.SIGTERM,) if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else (signal.SIGTERM, signal.SIGINT)
+)
+
+log = logging.getLogger(__name__)
+
+
+class ListenError(OSError):
+    """A listening socket could not be opened; the text names the address."""
+
+
+@dataclass
+class Listeners:
+    """The two listening sockets, owned by the process that lives as long as the server."""
+
+    data: socket.socket
+    admin: socket.socket
+
+    def close(self) -> None:
+        self.data.close()
+        self.admin.close()
+
+
+def listen(host: str, port: int, purpose: str) -> socket.socket:
+    """A bound, listening TCP socket on host:port; `purpose` names it in the error."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ListenError(f"cannot listen on {host}:{port} for the {purpose}: {exc.strerror or exc}") from exc
+    try:
+        # A restart must not wait for the old connections' TIME_WAIT to expire.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port} for the {purpose}: {exc.strerror or exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def open_listeners(server: ServerConfig) -> Listeners:
+    data = listen(server.host, server.port, "data API")
+    try:
+        admin = listen(server.admin_host, server.admin_port, "admin API")
+    except BaseException:
+        data.close()
+        raise
+    return Listeners(data, admin)
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def startup_line(config: Config, listeners: Listeners, redis: str) -> str:
+    workers = config.server.workers
+    return (
+        f"lmstfy-py {__version__}: data {url_of(listeners.data)}, admin {url_of(listeners.admin)}, "
+        f"redis {redis}, {workers} worker{'s' if workers > 1 else ''}"
+    )
+
+
+def exposure_warning(config: Config, listeners: Listeners) -> str | None:
+    """A warning when anyone on the network could mint tokens: admin port not loopback, no accounts."""
+    host = listeners.admin.getsockname()[0]
+    if config.accounts or ipaddress.ip_address(host.split("%")[0]).is_loopback:
+        return None
+    return (
+        f"lmstfy-py: warning: the admin API listens on {url_of(listeners.admin)} with no [admin.accounts]: "
+        "anyone who can reach it can create tokens; configure accounts or use --admin-host 127.0.0.1"
+    )
+
+
+# -- one server process ------------------------------------------------------------------
+
+
+def hypercorn_config(sock: socket.socket, access_log: bool) -> HypercornConfig:
+    config = HypercornConfig()
+    # hypercorn takes ownership of an fd:// socket and closes it when done: give it a copy.
+    config.bind = [f"fd://{os.dup(sock.fileno())}"]
+    config.backlog = BACKLOG
+    config.graceful_timeout = GRACEFUL_TIMEOUT
+    # The access log costs ~30% throughput (DESIGN.md), so hypercorn must not even format it when off.
+    config.accesslog = "-" if access_log else None
+    # A Logger is used as is: its "Running on ..." INFO lines would repeat our start-up line.
+    error_log = logging.getLogger("hypercorn.error")
+    error_log.setLevel(logging.WARNING)
+    config.errorlog = error_log
+    return config
+
+
+async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event) -> None:
+    """Serve both apps on `listeners` until `shutdown` is set, then stop gracefully."""
+    runtime = await Runtime.start(config)
+    try:
+        servers = [
+            _start_server("data-server", create_data_app(runtime), listeners.data, config, shutdown),
+            _start_server("admin-server", create_admin_app(runtime), listeners.admin, config, shutdown),
+        ]
+        await _until_stopped(servers, shutdown)
+    finally:
+        await runtime.stop()
+
+
+def _start_server(
+    name: str, app: Starlette, sock: socket.socket, config: Config, shutdown: asyncio.Event
+) -> asyncio.Task[None]:
+    # Starlette's ASGI types and hypercorn's are equivalent but spelled differently.
+    framework = cast(ASGIFramework, app)
+    run = hypercorn_serve(framework, hypercorn_config(sock, config.server.access_log), shutdown_trigger=shutdown.wait)
+    return asyncio.create_task(run, name=name)
+
+
+async def _until_stopped(servers: list[asyncio.Task[None]], shutdown: asyncio.Event) -> None:
+    """Wait for `shutdown` (or a server failing), then for both servers' graceful stop, bounded."""
+    stop = asyncio.create_task(shutdown.wait())
+    try:
+        await asyncio.wait([*servers, stop], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        shutdown.set()  # one server failing stops the other: half a server is no server
+        stop.cancel()
+    _, pending = await asyncio.wait(servers, timeout=GRACEFUL_TIMEOUT + STOP_MARGIN)
+    # Cancel is only the fallback: on Python < 3.12 a cancel can be swallowed (gh-86296), so bounded again.
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=STOP_MARGIN)
+        log.warning("%s did not stop within %gs", ", ".join(t.get_name() for t in pending), GRACEFUL_TIMEOUT)
+    for task in servers:
+        error = task.exception() if task.done() and not task.cancelled() else None
+        if error is not None:
+            raise error
+
+
+async def _serve_until_signalled(config: Config, listeners: Listeners) -> None:
+    shutdown = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, shutdown.set)
+    try:
+        await serve(config, listeners, shutdown)
+    finally:
+        # Removing a loop handler resets SIGTERM to "die at once"; a stop signal landing in that
+        # gap (the supervisor forwards one right after a Ctrl-C) would kill us with code -15.
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
+            sigterm_interrupts()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run_worker(config: Config, listeners: Listeners) -> None:
+    """Serve in this process until SIGTERM or SIGINT (blocking).
+
+    A stop signal after the loop is done raises KeyboardInterrupt (see sigterm_interrupts).
+    """
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(_serve_until_signalled(config, listeners))
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def sigterm_interrupts() -> None:
+    """Outside an event loop, SIGTERM and SIGINT raise KeyboardInterrupt, so `finally` blocks
+    (stopping the embedded Redis) still run."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
+
+
+# -- several worker processes ------------------------------------------------------------
+
+
+def run(config: Config, listeners: Listeners) -> int:
+    """Serve with config.server.workers processes until a stop signal; the exit code."""
+    if config.server.workers == 1:
+        run_worker(config, listeners)
+        return 0
+    return _supervise(config, listeners)
+
+
+def _supervise(config: Config, listeners: Listeners) -> int:
+    # Signals are blocked and taken with sigtimedwait: no handler can interrupt a fork or a reap.
+    watched = {*STOP_SIGNALS, signal.SIGCHLD}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    workers: set[int] = set()
+    try:
+        for _ in range(config.server.workers):
+            workers.add(_fork_worker(config, listeners, old_mask))
+        return _watch(workers, watched)
+    finally:
+        _kill_all(workers, signal.SIGKILL)  # none are left unless we leave by an exception
+        for pid in workers:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int]) -> int:
+    die_with_parent = parent_death_hook()
+    # Buffered output would otherwise be written twice, once by each process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        if die_with_parent is not None:
+            die_with_parent()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        run_worker(config, listeners)
+        code = 0
+    except KeyboardInterrupt:
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        # Never return into the parent's code (the CLI would stop the embedded Redis twice).
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _watch(workers: set[int], watched: set[signal.Signals]) -> int:
+    """Wait for a stop signal or a worker's death, stop every worker (bounded); the exit code."""
+    deadline: float | None = None
+    failed = False
+    while workers:
+        received = signal.sigtimedwait(watched, SUPERVISE_POLL_S)
+        # The stop signal first: a Ctrl-C reaches the workers too, and they may exit before we look.
+        if deadline is None and received is not None and received.si_signo in STOP_SIGNALS:
+            deadline = _stop_all(workers)
+        for pid, code in _reap(workers).items():
+            # Before a stop was asked for, any exit is a failure, even a clean one.
+            if code != 0 or deadline is None:
+                print(f"lmstfy-py: worker {pid} exited with code {code}", file=sys.stderr)
+                failed = True
+        if deadline is None and failed:
+            deadline = _stop_all(workers)
+        elif deadline is not None and time.monotonic() > deadline:
+            print(f"lmstfy-py: killing workers {sorted(workers)} after {WORKER_STOP_TIMEOUT:g}s", file=sys.stderr)
+            _kill_all(workers, signal.SIGKILL)
+            deadline = float("inf")
+            failed = True
+    return 1 if failed else 0
+
+
+def _reap(workers: set[int]) -> dict[int, int]:
+    """Exit codes of the workers that have exited, removed from `workers`.
+
+    Only our workers' pids are waited for: waitpid(-1) would also reap the embedded Redis,
+    a child of this process too, behind its Popen's back.
+    """
+    codes: dict[int, int] = {}
+    for pid in list(workers):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, status = pid, 0
+        if done:
+            codes[pid] = os.waitstatus_to_exitcode(status)
+            workers.discard(pid)
+    return codes
+
+
+def _stop_all(workers: set[int]) -> float:
+    """Ask every worker to stop gracefully; the time by which they must be gone."""
+    _kill_all(workers, signal.SIGTERM)
+    return time.monotonic() + WORKER_STOP_TIMEOUT
+
+
+def _kill_all(workers: set[int], sig: signal.Signals) -> None:
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)

@@ -9,9 +9,11 @@ next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
+from lmstfy_py.config import PoolConfig
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
 
 __all__ = ["free_port"]
@@ -51,3 +53,13 @@ def cluster_url(cluster_server: ClusterNode) -> str:
     cluster_server.start()
     cluster_server.flushall()
     return cluster_server.url
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
+    """Pool "default" on the standalone test Redis, then on the test cluster: tests using it run on both,
+    so a script that touched two hash slots fails (CROSSSLOT) on the cluster run."""
+    if request.param == "standalone":
+        return PoolConfig("default", url=request.getfixturevalue("redis_url"))
+    address = urlsplit(request.getfixturevalue("cluster_url")).netloc
+    return PoolConfig("default", kind="cluster", cluster_nodes=(address,))

@@ -7,7 +7,6 @@ fail on the cluster with CROSSSLOT.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -15,14 +14,6 @@ from lmstfy_py.config import PoolConfig
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.pools import connect
 from lmstfy_py.store.pump import Pump
-
-
-@pytest.fixture(params=["standalone", "cluster"])
-def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
-    if request.param == "standalone":
-        return PoolConfig("default", url=request.getfixturevalue("redis_url"))
-    address = urlsplit(request.getfixturevalue("cluster_url")).netloc
-    return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -23,14 +22,6 @@ MakeToken = Callable[[str], Awaitable[str]]
 
 def client_for(app: object) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")  # type: ignore[arg-type]
-
-
-@pytest.fixture(params=["standalone", "cluster"])
-def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
-    if request.param == "standalone":
-        return PoolConfig("default", url=request.getfixturevalue("redis_url"))
-    address = urlsplit(request.getfixturevalue("cluster_url")).netloc
-    return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
 
 
 @pytest.fixture

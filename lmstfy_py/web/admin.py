@@ -1,11 +1,15 @@
-"""The admin app (default 127.0.0.1:7778): version, pools, engine info and tokens."""
+"""The admin app (default 127.0.0.1:7778): version, pools, engine info and tokens.
+
+Other admin concerns live in their own modules, each exporting ROUTES, assembled here:
+admin_limits (throttle limits), admin_ops (namespaces, dead letters, access log),
+instrument (/metrics)."""
 
 from __future__ import annotations
 
 import os
-from typing import cast
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -13,33 +17,12 @@ from lmstfy_py import __version__
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.store.engine import Engine
-from lmstfy_py.web import params
+from lmstfy_py.web import admin_limits, admin_ops, instrument, params
+from lmstfy_py.web.admin_request import engine_of, namespace_of, pool_of, runtime_of
+from lmstfy_py.web.auth import AdminAuthMiddleware
 from lmstfy_py.web.middleware import build_app, route
 
 MIN_USER_TOKEN_LEN = 20
-
-
-def _runtime(request: Request) -> Runtime:
-    return cast(Runtime, request.app.state.runtime)
-
-
-def _pool(request: Request) -> str:
-    return request.query_params.get("pool") or DEFAULT_POOL
-
-
-def _namespace(request: Request) -> str:
-    ns: str = request.path_params["ns"]
-    params.check_namespace(ns, too_long="the namespace name was too long")
-    return ns
-
-
-def _engine(request: Request) -> Engine:
-    runtime, pool = _runtime(request), _pool(request)
-    # Admin routes answer an unknown pool with 400, as lmstfy's token routes do.
-    if pool not in runtime.pools:
-        raise InvalidParameter("pool not found")
-    return runtime.pools.get(pool)
 
 
 def _build_info() -> dict[str, str]:
@@ -55,18 +38,18 @@ async def version(request: Request) -> Response:
 
 
 async def pools(request: Request) -> Response:
-    return JSONResponse(_runtime(request).pools.names())
+    return JSONResponse(runtime_of(request).pools.names())
 
 
 async def info(request: Request) -> Response:
     """lmstfy's shape: {namespace: [queue, ...]} for the pool's namespaces that ever had a job."""
-    engine = _engine(request)
+    engine = engine_of(request)
     return JSONResponse({ns: await engine.queues(ns) for ns in await engine.namespaces()})
 
 
 async def list_tokens(request: Request) -> Response:
-    ns = _namespace(request)
-    tokens = await _runtime(request).tokens.list_tokens(_pool(request), ns)
+    ns = namespace_of(request)
+    tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
     return JSONResponse({"tokens": tokens})
 
 
@@ -78,20 +61,20 @@ async def create_token(request: Request) -> Response:
         raise InvalidParameter("invalid description")
     if user_token and len(user_token) < MIN_USER_TOKEN_LEN:
         raise InvalidParameter("the user token was too short")
-    ns = _namespace(request)
-    pool, token = _pool(request), user_token or None
+    ns = namespace_of(request)
+    pool, token = pool_of(request), user_token or None
     # lmstfy takes "pool:token" only with exactly one ':'; anything else is all token.
     if user_token.count(":") == 1:
         pool, token = user_token.split(":")
-    created = await _runtime(request).tokens.create(pool, ns, description, token)
+    created = await runtime_of(request).tokens.create(pool, ns, description, token)
     shown = created if pool == DEFAULT_POOL else f"{pool}:{created}"
     return JSONResponse({"token": shown}, status_code=201)
 
 
 async def delete_token(request: Request) -> Response:
-    ns = _namespace(request)
+    ns = namespace_of(request)
     pool, token = params.split_token(request.path_params["token"])
-    await _runtime(request).tokens.delete(pool, ns, token)
+    await runtime_of(request).tokens.delete(pool, ns, token)
     return Response(status_code=204)
 
 
@@ -102,10 +85,13 @@ ROUTES = [
     route("/token/{ns}", "GET", list_tokens),
     route("/token/{ns}", "POST", create_token),
     route("/token/{ns}/{token}", "DELETE", delete_token),
+    *admin_limits.ROUTES,
+    *admin_ops.ROUTES,
+    *instrument.ROUTES,
 ]
 
 
 def create_admin_app(runtime: Runtime) -> Starlette:
-    app = build_app(runtime, ROUTES)
+    app = build_app(runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)])
     app.state.build_info = _build_info()
     return app

@@ -16,7 +16,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lmstfy_py.web.accesslog import AccessLogMiddleware
 from lmstfy_py.web.errors import EXCEPTION_HANDLERS, ErrorMiddleware
+from lmstfy_py.web.instrument import HttpMetricsMiddleware
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -56,12 +58,22 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-def build_app(runtime: Runtime, routes: Sequence[BaseRoute]) -> Starlette:
-    """An app with the stack both ports share; the runtime lives on app.state, not in a global."""
+def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Middleware] = ()) -> Starlette:
+    """An app with the stack both ports share; the runtime lives on app.state, not in a global.
+
+    `inner` middleware runs inside the shared stack, so its errors are rendered and its
+    answers carry a request id, are logged and are counted.
+    """
     app = Starlette(
         routes=list(routes),
         # Outermost first: the request id must also reach responses that ErrorMiddleware makes.
-        middleware=[Middleware(RequestIdMiddleware), Middleware(ErrorMiddleware)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(AccessLogMiddleware),
+            Middleware(HttpMetricsMiddleware),
+            Middleware(ErrorMiddleware),
+            *inner,
+        ],
         exception_handlers=dict(EXCEPTION_HANDLERS),
     )
     app.state.runtime = runtime

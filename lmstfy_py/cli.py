@@ -18,6 +18,7 @@ import click
 from lmstfy_py import __version__
 from lmstfy_py.config import Config, ConfigError, load_config
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError
+from lmstfy_py.token_cli import token as token_cli
 
 USAGE_ERROR = 2
 
@@ -25,6 +26,9 @@ USAGE_ERROR = 2
 @click.group()
 def main() -> None:
     """lmstfy-py: an lmstfy-compatible job-queue server on Redis."""
+
+
+main.add_command(token_cli)
 
 
 @main.command()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lmstfy_py import metrics
+from lmstfy_py.admin.limits import LimitStore
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
 from lmstfy_py.store.pools import Pools
@@ -19,20 +21,34 @@ class Runtime:
     config: Config
     pools: Pools
     tokens: TokenStore
+    limits: LimitStore
     pumps: list[Pump] = field(default_factory=list)
+    collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
+    # Switched at run time by POST /accesslog; per process (see web/accesslog.py).
+    access_log: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.access_log = self.config.server.access_log
 
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         pools = Pools.connect(config.pools)
         admin = pools.get(config.admin_pool)
-        runtime = cls(config, pools, TokenStore(admin.redis, pools.names()))
+        runtime = cls(config, pools, TokenStore(admin.redis, pools.names()), LimitStore(admin.redis, pools.names()))
+        await runtime.limits.start()
+        metrics.observe_engines(pools.engines())
         if run_pumps:
+            runtime.collector = metrics.Collector(pools)
+            runtime.collector.start()
             runtime.pumps = [Pump(engine) for engine in pools.engines()]
             for pump in runtime.pumps:
                 pump.start()
         return runtime
 
     async def stop(self) -> None:
+        await self.limits.stop()
+        if self.collector is not None:
+            await self.collector.stop()
         for pump in self.pumps:
             await pump.stop()
         await self.pools.close()

@@ -36,11 +36,12 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
 
-from lmstfy_py import __version__
+from lmstfy_py import __version__, metrics
 from lmstfy_py.config import Config, ServerConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.web import create_admin_app, create_data_app
+from lmstfy_py.web.accesslog import log_to_stdout
 
 GRACEFUL_TIMEOUT = 5.0
 # Beyond the graceful timeout: hypercorn's own closing steps, then our cancel fallback.
@@ -132,14 +133,14 @@ def exposure_warning(config: Config, listeners: Listeners) -> str | None:
 # -- one server process ------------------------------------------------------------------
 
 
-def hypercorn_config(sock: socket.socket, access_log: bool) -> HypercornConfig:
+def hypercorn_config(sock: socket.socket) -> HypercornConfig:
     config = HypercornConfig()
     # hypercorn takes ownership of an fd:// socket and closes it when done: give it a copy.
     config.bind = [f"fd://{os.dup(sock.fileno())}"]
     config.backlog = BACKLOG
     config.graceful_timeout = GRACEFUL_TIMEOUT
-    # The access log costs ~30% throughput (DESIGN.md), so hypercorn must not even format it when off.
-    config.accesslog = "-" if access_log else None
+    # Ours (web/accesslog.py) is switched at run time by POST /accesslog: hypercorn's stays off for good.
+    config.accesslog = None
     # A Logger is used as is: its "Running on ..." INFO lines would repeat our start-up line.
     error_log = logging.getLogger("hypercorn.error")
     error_log.setLevel(logging.WARNING)
@@ -149,6 +150,7 @@ def hypercorn_config(sock: socket.socket, access_log: bool) -> HypercornConfig:
 
 async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event) -> None:
     """Serve both apps on `listeners` until `shutdown` is set, then stop gracefully."""
+    log_to_stdout()
     runtime = await Runtime.start(config)
     try:
         servers = [
@@ -165,7 +167,7 @@ def _start_server(
 ) -> asyncio.Task[None]:
     # Starlette's ASGI types and hypercorn's are equivalent but spelled differently.
     framework = cast(ASGIFramework, app)
-    run = hypercorn_serve(framework, hypercorn_config(sock, config.server.access_log), shutdown_trigger=shutdown.wait)
+    run = hypercorn_serve(framework, hypercorn_config(sock), shutdown_trigger=shutdown.wait)
     return asyncio.create_task(run, name=name)
 
 
@@ -242,10 +244,15 @@ def sigterm_interrupts() -> None:
 
 def run(config: Config, listeners: Listeners) -> int:
     """Serve with config.server.workers processes until a stop signal; the exit code."""
-    if config.server.workers == 1:
-        run_worker(config, listeners)
-        return 0
-    return _supervise(config, listeners)
+    # Before any fork: every worker writes its metrics to this directory, and any one scrape merges them all.
+    metrics_dir, owner = metrics.new_directory(), os.getpid()
+    try:
+        if config.server.workers == 1:
+            run_worker(config, listeners)
+            return 0
+        return _supervise(config, listeners)
+    finally:
+        metrics.remove_directory(metrics_dir, owner)
 
 
 def _supervise(config: Config, listeners: Listeners) -> int:

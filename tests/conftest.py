@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from lmstfy_py.config import PoolConfig
+from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, SentinelGroup
+from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
 
 __all__ = ["free_port"]
@@ -55,11 +57,57 @@ def cluster_url(cluster_server: ClusterNode) -> str:
     return cluster_server.url
 
 
-@pytest.fixture(params=["standalone", "cluster"])
+@pytest.fixture(scope="session")
+def cluster3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path_factory.mktemp("cluster3"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster3_nodes(cluster3_server: Cluster) -> tuple[str, ...]:
+    """The address of each node of the 3-master test cluster, running and flushed."""
+    cluster3_server.start()
+    cluster3_server.flushall()
+    return cluster3_server.addresses
+
+
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    group = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
+    try:
+        group.start()
+        yield group
+    finally:
+        group.stop()
+
+
+@pytest.fixture
+def sentinel_config(sentinel_group: SentinelGroup) -> PoolConfig:
+    """Pool "default" on the Sentinel-managed test master (passwords on both sides), flushed."""
+    sentinel_group.flushall()
+    return PoolConfig(
+        "default",
+        kind="sentinel",
+        master_name=SENTINEL_MASTER,
+        sentinels=(sentinel_group.sentinel_address,),
+        password=DATA_PASSWORD,
+        sentinel_password=SENTINEL_PASSWORD,
+    )
+
+
+@pytest.fixture(params=["standalone", "cluster", "cluster3"])
 def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
-    """Pool "default" on the standalone test Redis, then on the test cluster: tests using it run on both,
-    so a script that touched two hash slots fails (CROSSSLOT) on the cluster run."""
+    """Pool "default" on the standalone test Redis, then on the one-node test cluster, then on the 3-master one:
+    tests using it run on all three, so a script that touched two hash slots fails (CROSSSLOT) on the
+    cluster runs, and on the 3-master run the pump's pool-wide keys ("due", "nss") live on another node
+    than most namespaces' keys."""
     if request.param == "standalone":
         return PoolConfig("default", url=request.getfixturevalue("redis_url"))
+    if request.param == "cluster3":
+        return PoolConfig("default", kind="cluster", cluster_nodes=request.getfixturevalue("cluster3_nodes"))
     address = urlsplit(request.getfixturevalue("cluster_url")).netloc
     return PoolConfig("default", kind="cluster", cluster_nodes=(address,))

@@ -56,6 +56,17 @@ class TokenStore:
         await self.redis.hdel(keys.tokens(pool, ns), token)
         self._cache.pop((pool, ns, token), None)
 
+    async def delete_namespace(self, pool: str, ns: str) -> int:
+        """Deletes every token of the namespace; returns how many there were."""
+        self._check_pool(pool)
+        tokens = await self.redis.hkeys(keys.tokens(pool, ns))
+        # HDEL of the tokens read, not DEL: a token created meanwhile is not deleted unseen.
+        deleted = int(await self.redis.hdel(keys.tokens(pool, ns), *tokens)) if tokens else 0
+        if not await self.redis.exists(keys.tokens(pool, ns)):
+            await self.redis.srem(keys.token_namespaces(pool), ns)
+        self._cache = {key: value for key, value in self._cache.items() if key[:2] != (pool, ns)}
+        return deleted
+
     async def namespaces(self, pool: str) -> list[str]:
         self._check_pool(pool)
         return sorted(m.decode() for m in await self.redis.smembers(keys.token_namespaces(pool)))

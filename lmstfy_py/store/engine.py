@@ -24,6 +24,9 @@ from lmstfy_py.types import DeadLetterHead, Job, NewJob
 PEEK_SCAN = 50  # ready elements peek looks past when their jobs expired
 CHUNK = 1000  # elements one destroy/respawn/bury/pump call handles, so Redis never blocks long
 WAIT_SLICE_S = 5.0  # a long-poll re-checks at least this often, in case a wake token was lost with a crashed process
+# A namespace purged by another process is registered again by this one's publishes within this time.
+REGISTER_EVERY_S = 10.0
+PURGE_ROUNDS = 5  # purge passes while consumers or pumps move jobs between the structures it empties
 
 ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
 
@@ -53,6 +56,25 @@ class PumpResult:
     next_due_ms: int  # -1: the namespace's timer is empty
 
 
+class EngineObserver:
+    """Told of each job operation after it succeeded (metrics.py counts them); this one ignores them."""
+
+    def published(self, pool: str, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None) -> None:
+        """`replaces`: the job a re-publish ACKed in the same step."""
+
+    def consumed(self, pool: str, ns: str, queues: Sequence[str], count: int, jobs: Sequence[Job]) -> None:
+        """`count`: how many jobs were asked for; `jobs` may be fewer, or none."""
+
+    def acked(self, pool: str, ns: str, queue: str, job_id: str) -> None:
+        pass
+
+    def respawned(self, pool: str, ns: str, queue: str, count: int) -> None:
+        pass
+
+    def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
+        pass
+
+
 class Engine:
     def __init__(self, pool: str, client: Any, blocking_client: Any, scripts: Scripts | None = None) -> None:
         self.pool = pool
@@ -60,9 +82,10 @@ class Engine:
         # Each BRPOP holds a connection for its whole wait: they get their own pool.
         self.blocking = blocking_client
         self.scripts = scripts or Scripts.load()
-        self._registered: set[str] = set()
+        self._registered: dict[str, float] = {}  # namespace -> when to register it again (monotonic)
         # Set by the pump: told of every new timer entry so it can wake before its planned time.
         self.on_scheduled: Callable[[int], None] = lambda due_ms: None
+        self.observer = EngineObserver()
 
     # -- publish ---------------------------------------------------------------
 
@@ -82,6 +105,7 @@ class Engine:
         await run_pipeline(self.redis, calls, tail)
         if earliest:
             self.on_scheduled(earliest)
+        self.observer.published(self.pool, ns, queue, jobs, replaces)
         return job_ids
 
     def _publish_call(
@@ -103,9 +127,9 @@ class Engine:
 
     async def _register_namespace(self, ns: str) -> None:
         # Before the first job lands, so the pump's sweep always knows every namespace with a timer.
-        if ns not in self._registered:
+        if self._registered.get(ns, 0.0) <= time.monotonic():
             await self.redis.sadd(keys.NAMESPACES, ns)
-            self._registered.add(ns)
+            self._registered[ns] = time.monotonic() + REGISTER_EVERY_S
 
     # -- consume ---------------------------------------------------------------
 
@@ -116,6 +140,7 @@ class Engine:
             jobs = await self.reserve(ns, queues, ttr_ms, count)
             left = deadline - time.monotonic()
             if jobs or left <= 0:
+                self.observer.consumed(self.pool, ns, queues, count, jobs)
                 return jobs
             await self._wait_for_wake(ns, queues, min(left, WAIT_SLICE_S))
 
@@ -147,7 +172,9 @@ class Engine:
 
     async def ack(self, ns: str, queue: str, job_id: str) -> bool:
         call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), keys.ready(ns, queue), keys.dead(ns, queue)]
-        return bool(await self.scripts.ack(self.redis, call_keys, [ns, queue, job_id]))
+        found = bool(await self.scripts.ack(self.redis, call_keys, [ns, queue, job_id]))
+        self.observer.acked(self.pool, ns, queue, job_id)
+        return found
 
     async def peek_queue(self, ns: str, queue: str) -> Job:
         found = await self.scripts.peek(self.redis, [keys.ready(ns, queue)], [keys.job(ns, queue, ""), PEEK_SCAN])
@@ -205,7 +232,9 @@ class Engine:
         """Moves up to `limit` oldest dead jobs back to ready with one try and a fresh ttl."""
         call_keys = [keys.dead(ns, queue), keys.ready(ns, queue), keys.wake(ns, queue)]
         prefix = keys.job(ns, queue, "")
-        return await self._in_chunks(limit, lambda n: self.scripts.respawn(self.redis, call_keys, [n, ttl_ms, prefix]))
+        count = await self._in_chunks(limit, lambda n: self.scripts.respawn(self.redis, call_keys, [n, ttl_ms, prefix]))
+        self.observer.respawned(self.pool, ns, queue, count)
+        return count
 
     async def bury(self, ns: str, queue: str, limit: int) -> int:
         """Deletes up to `limit` oldest dead jobs with their data."""
@@ -233,6 +262,45 @@ class Engine:
     async def queues(self, ns: str) -> list[str]:
         return sorted(m.decode() for m in await self.redis.smembers(keys.queues(ns)))
 
+    async def purge_namespace(self, ns: str) -> int:
+        """Deletes every job of the namespace (delayed, ready, reserved, dead) and every key of it,
+        CHUNK per script call; returns how many jobs were deleted.
+
+        A round that deleted something is followed by another: meanwhile a pump may have moved a
+        job from the timer to a list already emptied, or a consumer from a list to the timer.
+        """
+        total = 0
+        for _ in range(PURGE_ROUNDS):
+            deleted = await self._purge_round(ns, await self.queues(ns))
+            total += deleted
+            if not deleted:
+                break
+        queues = await self.queues(ns)
+        await self.redis.delete(keys.timer(ns), keys.queues(ns), *(keys.wake(ns, q) for q in queues))
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.srem(keys.NAMESPACES, ns)
+        pipe.zrem(keys.DUE_INDEX, ns)
+        await pipe.execute()
+        self._registered.pop(ns, None)
+        return total
+
+    async def _purge_round(self, ns: str, queues: Sequence[str]) -> int:
+        total = await self._drain(self.scripts.purge_timer, [keys.timer(ns)], [CHUNK, keys.job_prefix(ns)])
+        for queue in queues:
+            # destroy.lua empties any list of (tries, id) elements with their jobs' data: dead letters too.
+            for elements in (keys.ready(ns, queue), keys.dead(ns, queue)):
+                call_keys = [elements, keys.wake(ns, queue)]
+                total += await self._drain(self.scripts.destroy, call_keys, [keys.job(ns, queue, ""), CHUNK])
+        return total
+
+    async def _drain(self, script: Script, call_keys: Sequence[str], args: Sequence[Arg]) -> int:
+        """Repeats a chunked script until it reports nothing left; how many jobs it deleted."""
+        total, left = 0, 1
+        while left:
+            deleted, left = await script(self.redis, call_keys, args)
+            total += deleted
+        return total
+
     async def pump(self, ns: str, now: int) -> PumpResult:
         """Moves every due timer member of the namespace, CHUNK per script call."""
         args: list[Arg] = [
@@ -248,7 +316,9 @@ class Engine:
             ready, dead, next_due = await self.scripts.pump(self.redis, [keys.timer(ns)], args)
             to_ready, to_dead = to_ready + ready, to_dead + dead
             if next_due == -1 or next_due > now:
-                return PumpResult(to_ready, to_dead, next_due)
+                result = PumpResult(to_ready, to_dead, next_due)
+                self.observer.pumped(self.pool, ns, result)
+                return result
 
     async def timer_head(self, ns: str) -> int:
         """Due ms of the namespace's earliest timer member, -1 when empty."""

@@ -15,6 +15,8 @@ wake lists of several queues of one namespace at once.
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |
 | due              | zset   | namespace -> earliest due ms of its timer (the pump's index) |
+
+Admin-side keys (tokens, throttle limits and their counters) live in the admin pool's Redis.
 """
 
 from __future__ import annotations
@@ -72,6 +74,22 @@ def tokens(pool: str, ns: str) -> str:
 
 def token_namespaces(pool: str) -> str:
     return f"tkns/{pool}"
+
+
+# Throttle limits (admin Redis). The hash and its version counter share the hash tag {limits}: one
+# script changes both atomically, also in a Redis Cluster.
+LIMITS = "lm/{limits}"  # hash: limit_field(pool, ns, token) -> JSON {"read","write","interval"}
+LIMITS_VERSION = "lmv/{limits}"  # string: bumped by every change of LIMITS, polled by every process
+
+
+def limit_field(pool: str, ns: str, token: str) -> str:
+    """Pool and namespace names hold no '/', so the first two split the field back unambiguously."""
+    return f"{pool}/{ns}/{token}"
+
+
+def throttle_counter(pool: str, ns: str, token: str, read: bool) -> str:
+    """A hash {t: when its window opened (ms), n: units taken}, expiring when the window ends."""
+    return f"lc/{pool}/{ns}/{token}/{'r' if read else 'w'}"
 
 
 def pack_element(tries: int, job_id: str) -> bytes:

@@ -1,75 +1,165 @@
-"""Pool registry: one Engine per configured Redis deployment."""
+"""Pool registry: one Engine per configured Redis deployment, and the clients behind it.
+
+Three kinds of deployment, each with a request client and a blocking (BRPOP) client:
+
+- standalone: a URL.
+- sentinel: the sentinels are asked for the master. redis-py asks them again only when it
+  opens a connection, and a master demoted by `SENTINEL FAILOVER` keeps accepting writes
+  until the sentinel reconfigures it, up to 10 s later (its INFO period); writes it takes
+  then are lost when it resyncs from the new master. So our pool also asks the sentinels
+  at most every MASTER_CHECK_S while it is in use and drops connections to a former
+  master, and a connection answered READONLY or UNBLOCKED (a BRPOP cut short by the
+  demotion) reconnects to the current master and retries once.
+- cluster: RedisCluster, routing every step by its keys' {ns} hash tag.
+
+A pool with `migrate_to` is served through a MigrationEngine (store/migration.py): `get`
+returns it, while `engines()` still lists every pool's own Engine, so a pump runs on the old
+pool as well as on the new one.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store.engine import WAIT_SLICE_S, Engine
+from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.scripts import Scripts
 
-# One immediate retry covers a dropped idle connection; more would keep a
-# request hanging while Redis is down, and the scripts are safe to re-send
+# One immediate retry covers a dropped idle connection (or a master switch, see above); more
+# would keep a request hanging while Redis is down, and the scripts are safe to re-send
 # (publish is idempotent by job id, the others at-least-once).
 _COMMON: dict[str, Any] = {"socket_connect_timeout": 1.0, "retry": Retry(NoBackoff(), 1)}
 _REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": 5.0}
 # A BRPOP waits up to WAIT_SLICE_S: its socket must not time out first.
 _BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": WAIT_SLICE_S + 5.0, "max_connections": 10_000}
+_SENTINEL: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
+
+MASTER_CHECK_S = 1.0
 
 
 def _host_port(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
-    return host, int(port)
+    return host.strip("[]"), int(port)
 
 
 def connect(config: PoolConfig) -> tuple[Any, Any]:
     """The request client and the blocking (BRPOP) client of one pool."""
     if config.kind == "cluster":
-        nodes = [ClusterNode(*_host_port(a)) for a in config.cluster_nodes]
-        return (
-            RedisCluster(startup_nodes=nodes, password=config.password, **_REQUEST),
-            RedisCluster(
-                startup_nodes=[ClusterNode(n.host, n.port) for n in nodes], password=config.password, **_BLOCKING
-            ),
-        )
+        return _cluster_client(config, _REQUEST), _cluster_client(config, _BLOCKING)
     if config.kind == "sentinel":
-        sentinel = Sentinel(
-            [_host_port(a) for a in config.sentinels],
-            sentinel_kwargs={"password": config.sentinel_password, "socket_connect_timeout": 1.0},
-            password=config.password,
-            db=config.db,
-        )
-        assert config.master_name is not None
-        return (
-            sentinel.master_for(config.master_name, **_REQUEST),
-            sentinel.master_for(config.master_name, **_BLOCKING),
-        )
+        return _sentinel_client(config, _REQUEST), _sentinel_client(config, _BLOCKING)
     assert config.url is not None
     return Redis.from_url(config.url, **_REQUEST), Redis.from_url(config.url, **_BLOCKING)
 
 
+def _cluster_client(config: PoolConfig, options: dict[str, Any]) -> RedisCluster:
+    nodes = [ClusterNode(*_host_port(address)) for address in config.cluster_nodes]
+    return RedisCluster(startup_nodes=nodes, password=config.password, **options)
+
+
+def _sentinel_client(config: PoolConfig, options: dict[str, Any]) -> Redis:
+    # A Sentinel of its own per client: the client's pool closes it (see _SentinelPool.aclose).
+    sentinel = Sentinel(
+        [_host_port(address) for address in config.sentinels],
+        sentinel_kwargs={**_SENTINEL, "password": config.sentinel_password},
+        password=config.password,
+        db=config.db,
+    )
+    assert config.master_name is not None
+    client: Redis = sentinel.master_for(
+        config.master_name, connection_pool_class=_SentinelPool, connection_class=_SentinelConnection, **options
+    )
+    return client
+
+
+class _SentinelConnection(SentinelManagedConnection):
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        # redis-py's retry reconnects here, to the last address it knew (a former master after a
+        # failover; redis-py issue #3874): ask the sentinels first, as SentinelManagedConnection.connect does.
+        if not self.is_connected:
+            await self.connect()
+        await super().send_packed_command(*args, **kwargs)
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)
+        except ResponseError as exc:
+            # The master we block on was demoted: like READONLY (which the base class handles),
+            # reconnect to the new master on the retry.
+            if not str(exc).startswith("UNBLOCKED"):
+                raise
+            await self.disconnect()
+            raise RedisConnectionError("the master was demoted during a blocking command") from exc
+
+
+class _SentinelPool(SentinelConnectionPool):
+    """Follows the sentinels' master even on connections that never fail (see the module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._next_check = 0.0
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        await self._check_master()
+        connection = await super().get_connection(*args, **kwargs)
+        if self.master_address is not None and (connection.host, connection.port) != self.master_address:
+            # Taken from the pool while still connected to a former master.
+            try:
+                await connection.disconnect()
+                await self.ensure_connection(connection)
+            except BaseException:
+                await self.release(connection)
+                raise
+        return connection
+
+    async def _check_master(self) -> None:
+        if time.monotonic() < self._next_check:
+            return
+        self._next_check = time.monotonic() + MASTER_CHECK_S
+        # Sentinels unreachable but the master fine: keep using it; a failed connect asks again.
+        with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+            await self.get_master_address()  # drops idle connections when the master moved
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.sentinel_manager.aclose()
+
+
 class Pools:
-    def __init__(self, engines: Mapping[str, Engine]) -> None:
+    """Pool name -> the engine serving it (a MigrationEngine for a pool with migrate_to)."""
+
+    def __init__(self, engines: Mapping[str, Engine], migrate_to: Mapping[str, str] | None = None) -> None:
         self._engines = dict(engines)
+        self._served: dict[str, Engine] = dict(self._engines)
+        for old, new in (migrate_to or {}).items():
+            self._served[old] = MigrationEngine(self._engines[old], self._engines[new])
 
     @classmethod
     def connect(cls, configs: Mapping[str, PoolConfig]) -> Pools:
         scripts = Scripts.load()
-        return cls({name: Engine(name, *connect(cfg), scripts=scripts) for name, cfg in configs.items()})
+        engines = {name: Engine(name, *connect(cfg), scripts=scripts) for name, cfg in configs.items()}
+        return cls(engines, {name: cfg.migrate_to for name, cfg in configs.items() if cfg.migrate_to})
 
     def get(self, name: str) -> Engine:
-        engine = self._engines.get(name)
-        if engine is None:
+        """The engine serving pool `name`: its own, or a MigrationEngine (an Engine too)."""
+        served = self._served.get(name)
+        if served is None:
             raise NotFound("pool not found")
-        return engine
+        return served
 
     def __contains__(self, name: object) -> bool:
         return name in self._engines
@@ -78,6 +168,7 @@ class Pools:
         return sorted(self._engines)
 
     def engines(self) -> list[Engine]:
+        """Every pool's own Engine, migrating or not: what the pumps run on."""
         return list(self._engines.values())
 
     async def close(self) -> None:

@@ -19,6 +19,7 @@ import time
 
 from redis.exceptions import RedisError
 
+from lmstfy_py import tasks
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import Engine, now_ms
 
@@ -28,7 +29,6 @@ MAX_SLEEP_S = 0.05
 SWEEP_EVERY_S = 1.0
 DUE_BATCH = 100
 MAX_BACKOFF_S = 1.0
-STOP_GRACE_S = 2.0
 
 
 class Pump:
@@ -59,18 +59,11 @@ class Pump:
         self._task = asyncio.create_task(self.run(), name=f"pump-{self.engine.pool}")
 
     async def stop(self) -> None:
-        # A flag, not just cancel(): on Python < 3.12, asyncio.wait_for (which
-        # redis-py 8 wraps every command in) can swallow a CancelledError
-        # (CPython gh-86296), leaving a cancelled loop running for ever.
         self._running = False
         if self._waiter is not None:
             _wake_up(self._waiter)
-        if self._task is not None:
-            done, _ = await asyncio.wait([self._task], timeout=STOP_GRACE_S)
-            if not done:
-                self._task.cancel()
-                await asyncio.wait([self._task], timeout=STOP_GRACE_S)
-            self._task = None
+        await tasks.finish(self._task)
+        self._task = None
 
     async def run(self) -> None:
         backoff = 0.0

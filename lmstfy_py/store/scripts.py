@@ -56,6 +56,7 @@ class Scripts:
     destroy: Script
     respawn: Script
     bury: Script
+    purge_timer: Script
 
     @classmethod
     def load(cls) -> Scripts:

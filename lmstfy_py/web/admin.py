@@ -75,6 +75,7 @@ async def delete_token(request: Request) -> Response:
     ns = namespace_of(request)
     pool, token = params.split_token(request.path_params["token"])
     await runtime_of(request).tokens.delete(pool, ns, token)
+    await runtime_of(request).limits.delete(pool, ns, token)
     return Response(status_code=204)
 
 
@@ -94,4 +95,5 @@ ROUTES = [
 def create_admin_app(runtime: Runtime) -> Starlette:
     app = build_app(runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)])
     app.state.build_info = _build_info()
+    app.state.name = "admin"  # the `app` label of its metrics (web/instrument.py)
     return app

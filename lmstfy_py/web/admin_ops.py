@@ -1,7 +1,151 @@
-"""Admin routes for operators: namespaces, dead letters, the access-log switch."""
+"""Admin routes for operators: namespaces, dead letters, the access-log switch.
+
+Beyond lmstfy: an operator lists and deletes whole namespaces and rescues a queue's dead
+jobs without the tenant's token. Every route takes `?pool=` (default "default"); an
+unknown pool answers 400 {"error":"pool not found"}, as lmstfy's token routes do.
+"""
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
-ROUTES: list[BaseRoute] = []
+from lmstfy_py.errors import NotFound
+from lmstfy_py.store.engine import Engine
+from lmstfy_py.types import Job
+from lmstfy_py.web import params
+from lmstfy_py.web.admin_request import engine_of, namespace_of, pool_of, runtime_of
+from lmstfy_py.web.middleware import route
+
+DEAD_PEEK_DEFAULT = 10
+DEAD_PEEK_MAX = 100
+
+# -- namespaces ----------------------------------------------------------------------
+
+
+async def _queue_json(engine: Engine, ns: str, queue: str) -> dict[str, Any]:
+    size, dead = await engine.size(ns, queue), await engine.dead_letter_size(ns, queue)
+    return {"queue": queue, "size": size, "deadletter_size": dead}
+
+
+async def _namespace_json(request: Request, engine: Engine, ns: str) -> dict[str, Any]:
+    tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
+    return {
+        "namespace": ns,
+        "tokens": len(tokens),
+        "timer_size": await engine.timer_size(ns),
+        "queues": [await _queue_json(engine, ns, queue) for queue in await engine.queues(ns)],
+    }
+
+
+async def list_namespaces(request: Request) -> Response:
+    """Namespaces that ever had a job, and namespaces that have tokens, by name."""
+    engine, pool = engine_of(request), pool_of(request)
+    names = set(await engine.namespaces()) | set(await runtime_of(request).tokens.namespaces(pool))
+    found = [await _namespace_json(request, engine, ns) for ns in sorted(names)]
+    return JSONResponse({"pool": pool, "namespaces": found})
+
+
+async def delete_namespace(request: Request) -> Response:
+    """Deletes the namespace's tokens and their limits; with purge=true, every job of it too.
+
+    Tokens go first, so that tenants stop publishing before the jobs are purged.
+    """
+    ns, engine, pool = namespace_of(request), engine_of(request), pool_of(request)
+    purge = params.choice(request.query_params, "purge", ("true", "false"), default="false") == "true"
+    runtime = runtime_of(request)
+    tokens = await runtime.tokens.delete_namespace(pool, ns)
+    limits = await runtime.limits.delete_namespace(pool, ns)
+    jobs = await engine.purge_namespace(ns) if purge else 0
+    return JSONResponse({"namespace": ns, "tokens_deleted": tokens, "limits_deleted": limits, "jobs_deleted": jobs})
+
+
+# -- dead letters --------------------------------------------------------------------
+
+
+def _dead_target(request: Request) -> tuple[Engine, str, str]:
+    ns, queue = request.path_params["ns"], request.path_params["queue"]
+    params.check_names(ns, queue)
+    return engine_of(request), ns, queue
+
+
+def _dead_job_json(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "data": base64.b64encode(job.body).decode("ascii"),
+        "ttl": job.ttl,
+        "elapsed_ms": job.elapsed_ms,
+        "attributes": job.attributes or None,
+    }
+
+
+async def _peek_jobs(engine: Engine, ns: str, queue: str, job_ids: list[str]) -> list[dict[str, Any]]:
+    jobs = []
+    for job_id in job_ids:
+        try:
+            jobs.append(_dead_job_json(await engine.peek_job(ns, queue, job_id)))
+        except NotFound:
+            continue  # respawned or deleted since the ids were read
+    return jobs
+
+
+async def peek_dead_letter(request: Request) -> Response:
+    """The oldest `limit` dead jobs, oldest first, with their data."""
+    engine, ns, queue = _dead_target(request)
+    limit = params.uint(request.query_params, "limit", DEAD_PEEK_DEFAULT, DEAD_PEEK_MAX, minimum=1)
+    dead = await engine.dead_letter(ns, queue)
+    jobs = await _peek_jobs(engine, ns, queue, await engine.dead_letter_ids(ns, queue, limit))
+    return JSONResponse(
+        {"namespace": ns, "queue": queue, "deadletter_size": dead.size, "deadletter_head": dead.head, "jobs": jobs}
+    )
+
+
+async def respawn_dead_letter(request: Request) -> Response:
+    """As the data plane's respawn: up to `limit` oldest dead jobs back to ready with a fresh ttl."""
+    engine, ns, queue = _dead_target(request)
+    limit = params.limit(request.query_params)
+    ttl = params.seconds(request.query_params, "ttl", runtime_of(request).config.defaults.ttl)
+    count = await engine.respawn(ns, queue, limit, ttl * 1000)
+    return JSONResponse({"msg": "respawned", "count": count})
+
+
+async def delete_dead_letter(request: Request) -> Response:
+    """Deletes up to `limit` oldest dead jobs; unlike the data plane's 204, says how many."""
+    engine, ns, queue = _dead_target(request)
+    count = await engine.bury(ns, queue, params.limit(request.query_params))
+    return JSONResponse({"msg": "deleted", "count": count})
+
+
+# -- access log ----------------------------------------------------------------------
+
+
+def _access_log_json(enabled: bool) -> Response:
+    return JSONResponse({"status": "enabled" if enabled else "disabled"})
+
+
+async def get_access_log(request: Request) -> Response:
+    return _access_log_json(runtime_of(request).access_log)
+
+
+async def set_access_log(request: Request) -> Response:
+    """lmstfy's switch: ?status=enable|disable. Reaches this process only (see web/accesslog.py)."""
+    status = params.choice(request.query_params, "status", ("enable", "disable"))
+    runtime = runtime_of(request)
+    runtime.access_log = status == "enable"
+    return _access_log_json(runtime.access_log)
+
+
+DEAD_LETTER = "/deadletter/{ns}/{queue}"
+ROUTES: list[BaseRoute] = [
+    route("/namespaces", "GET", list_namespaces),
+    route("/namespaces/{ns}", "DELETE", delete_namespace),
+    route(DEAD_LETTER, "GET", peek_dead_letter),
+    route(DEAD_LETTER, "PUT", respawn_dead_letter),
+    route(DEAD_LETTER, "DELETE", delete_dead_letter),
+    route("/accesslog", "GET", get_access_log),
+    route("/accesslog", "POST", set_access_log),
+]

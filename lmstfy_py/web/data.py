@@ -13,6 +13,8 @@ at /api/{ns}/peek, while /api/{ns}/{q}/peek always peeks.
 from __future__ import annotations
 
 import base64
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -76,12 +78,22 @@ def _job_id(request: Request) -> str:
     return job_id
 
 
-async def throttle(request: Request, target: Target, action: Action) -> None:
-    """The throttling hook, called right before each publish, bulk publish and consume.
+@asynccontextmanager
+async def throttle(request: Request, target: Target, action: Action) -> AsyncIterator[None]:
+    """Takes a unit of the token's limit around the engine call of a publish, bulk publish or consume.
 
-    Placed after every check, so a request that fails them never counts against a limit.
-    Throttling is not implemented yet: every request passes.
+    Entered after every check, so a request that fails them never counts against a limit; one
+    whose engine call fails (an error, or no job to consume) gives its unit back, as lmstfy's.
+    Over the limit: 429. A token without a limit costs no Redis call here.
     """
+    limits = _runtime(request).limits
+    permit = await limits.take(target.pool, target.ns, target.token, action)
+    try:
+        yield
+    except BaseException:
+        if permit is not None:
+            await limits.give_back(permit)
+        raise
 
 
 def job_json(job: Job, consumed: bool) -> dict[str, Any]:
@@ -115,8 +127,9 @@ async def publish(request: Request) -> Response:
     target = await _target(request)
     options = params.publish_options(request.query_params, _defaults(request))
     job = options.job(await params.read_body(request), params.attributes(request.headers))
-    await throttle(request, target, "produce")
-    return _published(await target.engine.publish(target.ns, target.queue, job))
+    async with throttle(request, target, "produce"):
+        job_id = await target.engine.publish(target.ns, target.queue, job)
+    return _published(job_id)
 
 
 async def publish_bulk(request: Request) -> Response:
@@ -125,8 +138,8 @@ async def publish_bulk(request: Request) -> Response:
     bodies = params.bulk_bodies(await params.read_body(request))
     attributes = params.attributes(request.headers)
     jobs = [options.job(body, attributes) for body in bodies]
-    await throttle(request, target, "produce")
-    job_ids = await target.engine.publish_many(target.ns, target.queue, jobs)
+    async with throttle(request, target, "produce"):
+        job_ids = await target.engine.publish_many(target.ns, target.queue, jobs)
     return JSONResponse({"msg": "published", "job_ids": job_ids}, status_code=201)
 
 
@@ -154,10 +167,10 @@ async def consume(request: Request) -> Response:
     options = params.consume_options(request.query_params, _defaults(request))
     if not queues:
         raise InvalidParameter("invalid queue name(s)")
-    await throttle(request, target, "consume")
-    jobs = await target.engine.consume(ns, queues, options.ttr * 1000, options.timeout * 1000, options.count)
-    if not jobs:
-        raise NoJobAvailable()
+    async with throttle(request, target, "consume"):
+        jobs = await target.engine.consume(ns, queues, options.ttr * 1000, options.timeout * 1000, options.count)
+        if not jobs:
+            raise NoJobAvailable()
     if options.count == 1:
         return JSONResponse(job_json(jobs[0], consumed=True))
     return JSONResponse([job_json(job, consumed=True) for job in jobs])
@@ -245,4 +258,6 @@ ROUTES = [
 
 
 def create_data_app(runtime: Runtime) -> Starlette:
-    return build_app(runtime, ROUTES)
+    app = build_app(runtime, ROUTES)
+    app.state.name = "data"  # the `app` label of its metrics (web/instrument.py)
+    return app

@@ -24,9 +24,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lmstfy_py.errors import InvalidParameter, LmstfyError, NotFound, StorageUnavailable
+from lmstfy_py.errors import Forbidden, InvalidParameter, LmstfyError, NotFound, StorageUnavailable
 
 log = logging.getLogger(__name__)
+
+# Tells browsers and curl --anyauth that the admin API wants HTTP basic auth.
+BASIC_CHALLENGE = 'Basic realm="lmstfy-py"'
 
 # Most specific first: BusyLoadingError and MaxConnectionsError are ConnectionErrors, and the
 # builtin TimeoutError an OSError. The reasons stay generic: Redis addresses are not the client's business.
@@ -74,7 +77,8 @@ def as_lmstfy_error(exc: Exception) -> LmstfyError:
 
 
 def render(err: LmstfyError) -> Response:
-    return JSONResponse(err.body(), status_code=err.status)
+    headers = {"WWW-Authenticate": BASIC_CHALLENGE} if isinstance(err, Forbidden) else None
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
 
 
 async def http_exception_handler(request: Request, exc: Exception) -> Response:

@@ -1,18 +1,90 @@
-"""Prometheus metrics: GET /metrics and the HTTP request instrumentation."""
+"""Prometheus over HTTP: GET /metrics on the admin app, and the request instrumentation of both apps.
+
+Requests are labelled by the matched route's path template ("/api/{ns}/{queue}"), never by the
+raw path, so the number of series stays bounded whatever clients send. Each app says which one
+it is in `app.state.name` ("data" or "admin").
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+import asyncio
+import functools
+import re
 
-ROUTES: list[BaseRoute] = []
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Route
+from starlette.types import Scope
+
+from lmstfy_py import metrics
+from lmstfy_py.config import NAME_RE
+from lmstfy_py.web import params
+
+UNMATCHED = "unmatched"  # the route label of a request no route took
+# lmstfy's api label is gin's route path, which spells the parameters differently.
+_GIN_PARAMS = {"ns": "namespace"}
+_PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
 
 
-class HttpMetricsMiddleware:
-    """Counts requests and their latency by route and status (pass-through until implemented)."""
+async def scrape(request: Request) -> Response:
+    # Reading every worker's files is file I/O: off the event loop, so requests keep flowing.
+    body = await asyncio.to_thread(metrics.exposition)
+    return Response(body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app(scope, receive, send)
+def _get_only(path: str, endpoint: object) -> Route:
+    # web/middleware.route() would import this module back; same thing: GET without HEAD.
+    found = Route(path, endpoint, methods=["GET"])  # type: ignore[arg-type]
+    found.methods = {"GET"}
+    return found
+
+
+ROUTES: list[BaseRoute] = [_get_only("/metrics", scrape)]
+
+
+def record(scope: Scope, status: int, seconds: float) -> None:
+    """Counts a finished request and its latency by app, route template, method and status.
+
+    On the data app it also feeds lmstfy's own HTTP families (pool, namespace, gin-style api).
+    """
+    app = scope["app"]
+    name: str = getattr(app.state, "name", "")
+    route = matched_route(scope)
+    template = route.path if route is not None else UNMATCHED
+    metrics.observe_request(name, scope["method"], template, status, seconds)
+    if name == "data":
+        api = gin_path(template) if route is not None else ""  # gin's FullPath of no route
+        ns = _namespace(scope) if route is not None else ""
+        metrics.observe_lmstfy_request(_pool(scope, app, route), ns, api, scope["method"], status, seconds)
+
+
+def matched_route(scope: Scope) -> Route | None:
+    """The route that took the request, also when a middleware answered before routing (admin auth)."""
+    route = scope.get("route")
+    if route is None:
+        route = next((r for r in scope["app"].routes if r.matches(scope)[0] is not Match.NONE), None)
+    # A path whose route wants another method was not taken (both apps answer 404, as gin).
+    if isinstance(route, Route) and route.methods and scope["method"] in route.methods:
+        return route
+    return None
+
+
+@functools.cache
+def gin_path(template: str) -> str:
+    """A route template as lmstfy's gin router spells it: /api/{ns}/{queue} -> /api/:namespace/:queue."""
+    return _PARAM.sub(lambda m: ":" + _GIN_PARAMS.get(m[1], m[1]), template)
+
+
+def _namespace(scope: Scope) -> str:
+    # Only a valid name becomes a label: a label value per garbage path would bloat every scrape.
+    ns: str = scope.get("path_params", {}).get("ns", "")
+    return ns if len(ns) <= params.MAX_NAME_BYTES and NAME_RE.fullmatch(ns) else ""
+
+
+def _pool(scope: Scope, app: object, route: Route | None) -> str:
+    """The pool of the request's token ("default" without a prefix), as lmstfy; "" if no such pool."""
+    runtime = getattr(getattr(app, "state", None), "runtime", None)
+    if route is None or runtime is None:
+        return ""
+    pool, _ = params.split_token(params.request_token(Request(scope)))
+    return pool if pool in runtime.pools else ""

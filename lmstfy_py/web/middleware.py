@@ -4,6 +4,7 @@ contextvars and long-polls), the error handling of errors.py, and one-method rou
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -16,9 +17,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lmstfy_py.web.accesslog import AccessLogMiddleware
+from lmstfy_py.web import accesslog, instrument
 from lmstfy_py.web.errors import EXCEPTION_HANDLERS, ErrorMiddleware
-from lmstfy_py.web.instrument import HttpMetricsMiddleware
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -58,6 +58,35 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
+class RequestObserver:
+    """Times each request and notes its status, for the metrics and (while on) the access log."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # what the server answers when the app fails before starting a response
+        log_it = accesslog.enabled(scope)  # as the request starts: POST /accesslog logs its "disable", not its "enable"
+
+        async def capture_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, capture_status)
+        finally:
+            seconds = time.perf_counter() - started
+            instrument.record(scope, status, seconds)
+            if log_it:
+                accesslog.write(scope, status, seconds)
+
+
 def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Middleware] = ()) -> Starlette:
     """An app with the stack both ports share; the runtime lives on app.state, not in a global.
 
@@ -69,8 +98,7 @@ def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Mid
         # Outermost first: the request id must also reach responses that ErrorMiddleware makes.
         middleware=[
             Middleware(RequestIdMiddleware),
-            Middleware(AccessLogMiddleware),
-            Middleware(HttpMetricsMiddleware),
+            Middleware(RequestObserver),
             Middleware(ErrorMiddleware),
             *inner,
         ],

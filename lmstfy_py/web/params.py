@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import NoReturn
 from urllib.parse import parse_qsl
@@ -17,6 +18,7 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 
+from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
 from lmstfy_py.errors import BodyTooLarge, InvalidParameter
 from lmstfy_py.types import NewJob
@@ -61,6 +63,16 @@ def seconds(query: QueryParams, name: str, default: int) -> int:
 
 def limit(query: QueryParams) -> int:
     return uint(query, "limit", 1, INT64_MAX, minimum=1)
+
+
+def choice(query: QueryParams, name: str, allowed: Collection[str], default: str | None = None) -> str:
+    """One of the `allowed` words (`default` when absent, if given), else 400 "invalid <name>"."""
+    text = _first(query, name)
+    if text is None and default is not None:
+        return default
+    if text is None or text not in allowed:
+        raise InvalidParameter(f"invalid {name}")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,3 +264,32 @@ def form_values(body: bytes, content_type: str, query: QueryParams) -> dict[str,
     for key, value in query.multi_items():
         merged.setdefault(key, value)
     return merged
+
+
+# -- throttle limits (admin) -------------------------------------------------------
+
+
+def limiter(body: bytes) -> Limit:
+    """lmstfy's limiter JSON {"read","write","interval"}; an absent or null field is 0, as Go decodes it."""
+    try:
+        found = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidParameter("the limit should be a JSON object") from exc
+    if not isinstance(found, dict):
+        raise InvalidParameter("the limit should be a JSON object")
+    read, write, interval = (_limit_value(found, name) for name in ("read", "write", "interval"))
+    if read == write == 0:
+        raise InvalidParameter("the read and write of the limit can't both be 0")
+    if interval == 0:
+        raise InvalidParameter("interval should be > 0")
+    return Limit(read, write, interval)
+
+
+def _limit_value(found: dict[str, object], name: str) -> int:
+    value = found.get(name)
+    if value is None:
+        return 0
+    # bool is an int subclass, and Go refuses true, 1.5 and 1.0 for an integer alike.
+    if type(value) is not int or not 0 <= value <= UINT32_MAX:
+        raise InvalidParameter(f"invalid {name}: should be an integer from 0 to {UINT32_MAX}")
+    return value

@@ -1,7 +1,7 @@
-"""Engines on a real standalone Redis and on a real Redis Cluster.
+"""Engines on a real standalone Redis and on real Redis Clusters (one node, three masters).
 
-Every engine test runs on both: a script that touched two hash slots would
-fail on the cluster with CROSSSLOT.
+Every engine test runs on each: a script that touched two hash slots would
+fail on a cluster with CROSSSLOT.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Both apps on a real Runtime, against a real standalone Redis and a real Redis Cluster.
+"""Both apps on a real Runtime, against a real standalone Redis and real Redis Clusters.
 
-`runtime` is parametrized over the two backends, so every test that uses it (through
-`data`, `admin` or `token`) runs against both.
+`runtime` is parametrized over the backends of `pool_config` (standalone, one-node cluster,
+3-master cluster), so every test that uses it (through `data`, `admin` or `token`) runs
+against each.
 """
 
 from __future__ import annotations

@@ -1,0 +1,246 @@
+"""A pool migrating to another (`migrate_to`): lmstfy's rules, on real Redis.
+
+The engine-level tests use two databases of the standalone test Redis as the two pools; the
+end-to-end test migrates a standalone pool to the 3-master cluster through the HTTP API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Sequence
+
+import httpx
+import pytest
+
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.errors import NotFound
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import keys, migration
+from lmstfy_py.store.engine import Engine, EngineObserver
+from lmstfy_py.store.migration import MigrationEngine
+from lmstfy_py.store.pools import connect
+from lmstfy_py.store.pump import Pump
+from lmstfy_py.types import Job, NewJob
+from lmstfy_py.web import create_data_app
+from tests.web.conftest import client_for
+
+NS, Q = "ns", "q"
+
+
+@pytest.fixture
+async def old(redis_url: str) -> AsyncIterator[Engine]:
+    engine = Engine("default", *connect(PoolConfig("default", url=f"{redis_url}/0")))
+    yield engine
+    await engine.close()
+
+
+@pytest.fixture
+async def new(redis_url: str) -> AsyncIterator[Engine]:
+    engine = Engine("new", *connect(PoolConfig("new", url=f"{redis_url}/1")))
+    yield engine
+    await engine.close()
+
+
+@pytest.fixture
+def migrating(old: Engine, new: Engine) -> MigrationEngine:
+    return MigrationEngine(old, new)
+
+
+async def consume_one(engine: Engine, timeout_ms: int = 0, queues: tuple[str, ...] = (Q,)) -> str | None:
+    jobs = await engine.consume(NS, list(queues), ttr_ms=60_000, timeout_ms=timeout_ms, count=1)
+    return jobs[0].job_id if jobs else None
+
+
+def test_every_engine_operation_has_a_migration_rule() -> None:
+    # An operation added to Engine and not here would silently act on the old pool only.
+    public = {name for name, _ in inspect.getmembers(Engine, inspect.isfunction) if not name.startswith("_")}
+    missing = {name for name in public if getattr(MigrationEngine, name) is getattr(Engine, name)}
+    assert not missing, f"MigrationEngine must override {sorted(missing)}"
+
+
+async def test_publish_goes_to_the_new_pool_and_consume_drains_the_old_first(
+    migrating: MigrationEngine, old: Engine, new: Engine
+) -> None:
+    legacy = await old.publish(NS, Q, NewJob(b"old"))
+    fresh = await migrating.publish(NS, Q, NewJob(b"new"))
+    assert (await old.size(NS, Q), await new.size(NS, Q), await migrating.size(NS, Q)) == (1, 1, 2)
+    assert await consume_one(migrating) == legacy
+    assert await consume_one(migrating) == fresh
+    assert await consume_one(migrating) is None
+
+
+async def test_bulk_publish_and_multi_queue_consume(migrating: MigrationEngine, old: Engine) -> None:
+    legacy = await old.publish(NS, "b", NewJob(b"old"))
+    fresh = await migrating.publish_many(NS, "a", [NewJob(b"1"), NewJob(b"2")])
+    assert await consume_one(migrating, queues=("a", "b")) == legacy  # the old pool first, whatever the queue
+    assert [await consume_one(migrating, queues=("a", "b")) for _ in fresh] == fresh
+
+
+async def test_ack_and_peek_find_a_job_in_either_pool(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    legacy = await old.publish(NS, Q, NewJob(b"old"))
+    fresh = await migrating.publish(NS, Q, NewJob(b"new"))
+    assert (await migrating.peek_queue(NS, Q)).job_id == legacy
+    assert (await migrating.peek_job(NS, Q, fresh)).body == b"new"
+    assert await migrating.ack(NS, Q, legacy) and await migrating.ack(NS, Q, fresh)
+    assert not await migrating.ack(NS, Q, fresh)
+    with pytest.raises(NotFound):
+        await migrating.peek_queue(NS, Q)
+    with pytest.raises(NotFound):
+        await migrating.peek_job(NS, Q, legacy)
+
+
+async def test_republish_of_an_old_pool_job_acks_it_there(migrating: MigrationEngine, old: Engine) -> None:
+    legacy = await old.publish(NS, Q, NewJob(b"old"))
+    assert await consume_one(migrating) == legacy
+    replacement = await migrating.publish(NS, Q, NewJob(b"again"), replaces=legacy)
+    assert await old.timer_size(NS) == 0  # no redelivery of the replaced job
+    assert await consume_one(migrating) == replacement
+
+
+async def test_destroy_empties_the_queue_in_both_pools(migrating: MigrationEngine, old: Engine) -> None:
+    await old.publish(NS, Q, NewJob(b"old"))
+    await migrating.publish(NS, Q, NewJob(b"new"))
+    assert await migrating.destroy(NS, Q) == 2
+    assert await migrating.size(NS, Q) == 0
+
+
+async def kill(engine: Engine, count: int) -> list[str]:
+    """`count` jobs of queue q driven into `engine`'s dead letter one by one (ttr 0 expires at once)."""
+    job_ids = []
+    for _ in range(count):
+        job_ids.append(await engine.publish(NS, Q, NewJob(b"doomed")))
+        await engine.consume(NS, [Q], ttr_ms=0, timeout_ms=0, count=1)
+        deadline = time.monotonic() + 3
+        while await engine.dead_letter_size(NS, Q) < len(job_ids):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+    return job_ids
+
+
+async def test_dead_letters_of_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    pumps = [Pump(old), Pump(new)]
+    for pump in pumps:
+        pump.start()
+    try:
+        new_dead = await kill(new, 2)
+        old_dead = await kill(old, 2)
+        head = await migrating.dead_letter(NS, Q)
+        assert (head.size, head.head) == (4, old_dead[0])
+        assert await migrating.dead_letter_size(NS, Q) == 4
+        assert await migrating.dead_letter_ids(NS, Q, 3) == [*old_dead, new_dead[0]]
+        # A limit spills over from the old pool to the new one; jobs stay in their pool.
+        assert await migrating.respawn(NS, Q, 3, ttl_ms=60_000) == 3
+        assert (await old.size(NS, Q), await new.size(NS, Q)) == (2, 1)
+        assert await migrating.bury(NS, Q, 5) == 1
+        assert await migrating.dead_letter_size(NS, Q) == 0
+    finally:
+        for pump in pumps:
+            await pump.stop()
+
+
+async def test_namespaces_and_queues_are_the_union(migrating: MigrationEngine, old: Engine) -> None:
+    await old.publish("a", "q1", NewJob(b"x"))
+    await migrating.publish("b", "q2", NewJob(b"x"))
+    await migrating.publish("a", "q3", NewJob(b"x"))
+    assert await migrating.namespaces() == ["a", "b"]
+    assert await migrating.queues("a") == ["q1", "q3"]
+
+
+async def test_long_poll_is_woken_by_a_publish(migrating: MigrationEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Slices longer than the test: only a wake-up can end the wait in time.
+    monkeypatch.setattr(migration, "MIGRATION_SLICE_S", 60.0)
+    waiting = asyncio.create_task(consume_one(migrating, timeout_ms=60_000))
+    await asyncio.sleep(0.1)
+    job_id = await migrating.publish(NS, Q, NewJob(b"now"))
+    assert await asyncio.wait_for(waiting, 5) == job_id
+
+
+async def test_long_poll_sees_a_job_coming_due_in_the_old_pool(migrating: MigrationEngine, old: Engine) -> None:
+    pump = Pump(old)
+    pump.start()
+    try:
+        job_id = await old.publish(NS, Q, NewJob(b"later", delay_ms=300))
+        assert await consume_one(migrating, timeout_ms=5_000) == job_id
+    finally:
+        await pump.stop()
+
+
+class Recorder(EngineObserver):
+    def __init__(self) -> None:
+        self.consumed_ids: list[str] = []
+
+    def consumed(self, pool: str, ns: str, queues: Sequence[str], count: int, jobs: Sequence[Job]) -> None:
+        self.consumed_ids += [job.job_id for job in jobs]
+
+
+async def test_consumes_are_counted_by_the_pool_that_held_the_jobs(
+    migrating: MigrationEngine, old: Engine, new: Engine
+) -> None:
+    old.observer, new.observer = Recorder(), Recorder()
+    legacy = await old.publish(NS, Q, NewJob(b"old"))
+    fresh = await migrating.publish(NS, Q, NewJob(b"new"))
+    assert [await consume_one(migrating), await consume_one(migrating)] == [legacy, fresh]
+    assert (old.observer.consumed_ids, new.observer.consumed_ids) == ([legacy], [fresh])  # type: ignore[attr-defined]
+
+
+# -- end to end: switching a live pool to migrate_to ---------------------------------------------
+
+
+async def api_consume_all(data: httpx.AsyncClient, token: str, timeout: int) -> list[str]:
+    """Consumes and ACKs until a long-poll of `timeout` seconds finds nothing."""
+    consumed: list[str] = []
+    while True:
+        response = await data.get(f"/api/{NS}/{Q}", params={"timeout": timeout}, headers={"X-Token": token})
+        if response.status_code == 404:
+            return consumed
+        assert response.status_code == 200, response.text
+        job_id = response.json()["job_id"]
+        consumed.append(job_id)
+        ack = await data.delete(f"/api/{NS}/{Q}/job/{job_id}", headers={"X-Token": token})
+        assert ack.status_code == 204
+
+
+async def api_publish(data: httpx.AsyncClient, token: str, **query: int) -> str:
+    response = await data.put(f"/api/{NS}/{Q}", content=b"job", params=query, headers={"X-Token": token})
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["job_id"]
+    return job_id
+
+
+async def test_every_job_of_the_old_pool_is_consumed_through_the_migrating_pool(
+    redis_url: str, cluster3_nodes: tuple[str, ...]
+) -> None:
+    standalone = PoolConfig("default", url=redis_url)
+    cluster = PoolConfig("cluster", kind="cluster", cluster_nodes=cluster3_nodes)
+
+    # Before: one pool, holding ready, delayed and reserved (never ACKed) jobs.
+    before = await Runtime.start(Config(pools={"default": standalone}))
+    try:
+        token = await before.tokens.create("default", NS, "migration test")
+        async with client_for(create_data_app(before)) as data:
+            # The first, consumed and never ACKed, comes back after its ttr with one try left.
+            published = [await api_publish(data, token, tries=2)]
+            published += [await api_publish(data, token) for _ in range(2)]
+            published += [await api_publish(data, token, delay=1) for _ in range(2)]
+            reserved = await data.get(f"/api/{NS}/{Q}", params={"ttr": 1}, headers={"X-Token": token})
+            assert reserved.json()["job_id"] == published[0]
+    finally:
+        await before.stop()
+
+    # After: the same pool migrating to the cluster; the token still works.
+    config = Config(pools={"default": PoolConfig("default", url=redis_url, migrate_to="cluster"), "cluster": cluster})
+    after = await Runtime.start(config)
+    try:
+        async with client_for(create_data_app(after)) as data:
+            fresh = [await api_publish(data, token) for _ in range(3)]
+            assert await after.pools.get("cluster").size(NS, Q) == 3  # new jobs land in the new pool
+            # The delayed and reserved jobs come due in the old pool while we consume.
+            consumed = await api_consume_all(data, token, timeout=2)
+        assert sorted(consumed) == sorted(published + fresh)
+        old = after.pools.engines()[0]
+        assert (await old.size(NS, Q), await old.timer_size(NS), await old.dead_letter_size(NS, Q)) == (0, 0, 0)
+        assert not [key async for key in old.redis.scan_iter(match=keys.job(NS, Q, "*"))]
+    finally:
+        await after.stop()

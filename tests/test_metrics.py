@@ -1,0 +1,400 @@
+"""GET /metrics: lmstfy's metric names after known traffic, through the real apps on real Redis,
+and one `lmstfy-py serve --workers 2` whose scrapes add up what both workers counted.
+
+Counters live for the whole test process, so pool-wide ones are compared before and after;
+per-queue ones use a namespace of the test's own and are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lmstfy_py import metrics, tasks
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.types import NewJob
+from lmstfy_py.web import create_admin_app, create_data_app
+from tests.redis_procs import free_port
+from tests.test_e2e import Server
+from tests.web.conftest import client_for
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+
+class Scrape:
+    """One exposition, parsed: value(name, **labels) is 0 for a series not (yet) there."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.samples: dict[Key, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                match = _SAMPLE.match(line)
+                assert match, line
+                labels = frozenset(_LABEL.findall(match[2] or ""))
+                self.samples[(match[1], labels)] = float(match[3])
+
+    def value(self, name: str, **labels: str) -> float:
+        return self.samples.get((name, frozenset(labels.items())), 0.0)
+
+    def names(self) -> set[str]:
+        return {name for name, _ in self.samples}
+
+    def grew(self, before: Scrape, name: str, **labels: str) -> float:
+        """How much a series grew since `before` (counters live as long as the test process)."""
+        return self.value(name, **labels) - before.value(name, **labels)
+
+
+def redis_metric(name: str) -> str:
+    return "infra_lmstfy_redis_" + name
+
+
+@pytest.fixture
+async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
+    started = await Runtime.start(Config(pools={"default": pool_config}))
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+async def data(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_data_app(runtime)) as client:
+        yield client
+
+
+@pytest.fixture
+async def admin(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_admin_app(runtime)) as client:
+        yield client
+
+
+@pytest.fixture
+def ns() -> str:
+    return "m" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+async def headers(admin: httpx.AsyncClient, ns: str) -> dict[str, str]:
+    response = await admin.post(f"/token/{ns}", params={"description": "metrics"})
+    assert response.status_code == 201, response.text
+    return {"X-Token": response.json()["token"]}
+
+
+async def scrape(admin: httpx.AsyncClient) -> Scrape:
+    response = await admin.get("/metrics")
+    assert response.status_code == 200, response.text
+    return Scrape(response.text)
+
+
+async def publish(data: httpx.AsyncClient, path: str, headers: dict[str, str], **query: int) -> str:
+    response = await data.put(path, content=b"job", params=query, headers=headers)
+    assert response.status_code == 201, response.text
+    job_id: str = response.json()["job_id"]
+    return job_id
+
+
+async def consume(data: httpx.AsyncClient, path: str, headers: dict[str, str], **query: int) -> str:
+    response = await data.get(path, params=query, headers=headers)
+    assert response.status_code == 200, response.text
+    job_id: str = response.json()["job_id"]
+    return job_id
+
+
+async def wait_for_dead(data: httpx.AsyncClient, path: str, size: int) -> None:
+    deadline = time.monotonic() + 3
+    while (await data.get(path + "/deadletter/size")).json()["size"] != size:
+        assert time.monotonic() < deadline, "the job never reached the dead letter"
+        await asyncio.sleep(0.02)
+
+
+async def test_job_counters_sizes_and_histograms_after_known_traffic(
+    runtime: Runtime, data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    before = await scrape(admin)
+    q, later = f"/api/{ns}/q", f"/api/{ns}/later"
+    published = [await publish(data, q, headers) for _ in range(4)]
+    await publish(data, later, headers, delay=60)
+    acked = await consume(data, q, headers, ttr=120)
+    assert (await data.delete(f"{q}/job/{acked}", headers=headers)).status_code == 204
+    assert await consume(data, q, headers, ttr=0) == published[1]  # its ttr passes at once: tries 1, dead
+    await wait_for_dead(data, q, 1)
+    assert await consume(data, f"/api/{ns}/later,q", headers, ttr=120) == published[2]  # stays reserved
+    assert runtime.collector is not None
+    await runtime.collector.refresh()
+    after = await scrape(admin)
+
+    def grew(name: str) -> float:
+        return after.grew(before, redis_metric(name), pool="default")
+
+    assert {name: grew(name) for name in ("publish_jobs", "pool_add_jobs", "queue_direct_push_jobs")} == {
+        "publish_jobs": 5,
+        "pool_add_jobs": 5,
+        "queue_direct_push_jobs": 4,
+    }
+    assert (grew("timer_add_jobs"), grew("consume_jobs"), grew("consume_multi_jobs")) == (1, 2, 1)
+    assert (grew("queue_pop_jobs"), grew("pool_delete_jobs"), grew("timer_due_jobs")) == (3, 1, 1)
+    queue = {"pool": "default", "namespace": ns, "queue": "q"}
+    assert after.value(redis_metric("publish_queue_jobs"), **queue) == 4
+    assert after.value(redis_metric("publish_queue_jobs"), **{**queue, "queue": "later"}) == 1
+    assert after.value(redis_metric("consume_queue_jobs"), **queue) == 3
+    assert after.value(redis_metric("job_elapsed_ms_count"), **queue) == 3
+    assert after.value(redis_metric("job_elapsed_ms_bucket"), **queue, le="+Inf") == 3
+    assert after.value(redis_metric("job_ack_elapsed_ms_count"), **queue) == 1
+    # Sizes: one job left ready, one dead; the timer holds the delayed job and the reserved one.
+    assert after.value(redis_metric("queue_sizes"), **queue) == 1
+    assert after.value(redis_metric("deadletter_sizes"), **queue) == 1
+    assert after.value(redis_metric("queue_sizes"), **{**queue, "queue": "later"}) == 0
+    assert after.value(redis_metric("timer_sizes"), pool="default") == 2
+
+
+async def test_redis_gauges_describe_the_pool(runtime: Runtime, admin: httpx.AsyncClient) -> None:
+    await runtime.pools.get("default").publish("gauges", "q", NewJob(b"job"))
+    assert runtime.collector is not None
+    await runtime.collector.refresh()
+    after = await scrape(admin)
+    for name in ("used_mem_bytes", "connections", "total_keys", "total_ttl_keys"):
+        assert after.value(redis_metric(name), pool="default") > 0, name
+    assert redis_metric("max_mem_bytes") in after.names()
+    assert redis_metric("blocking_connections") in after.names()
+
+
+async def test_respawn_and_republish_are_counted(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    q = f"/api/{ns}/q"
+    first = await publish(data, q, headers)
+    before = await scrape(admin)
+    await publish(data, f"{q}/job/{first}", headers)  # re-publish: ACKs `first`
+    assert await consume(data, q, headers, ttr=0) != first
+    await wait_for_dead(data, q, 1)
+    assert (await data.put(f"{q}/deadletter", headers=headers)).json()["count"] == 1
+    after = await scrape(admin)
+    for name in ("pool_delete_jobs", "publish_jobs", "deadletter_respawn_jobs"):
+        assert after.grew(before, redis_metric(name), pool="default") == 1, name
+    assert after.value(redis_metric("job_ack_elapsed_ms_count"), pool="default", namespace=ns, queue="q") == 1
+
+
+async def test_http_requests_are_counted_by_route_template_and_status(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    before = await scrape(admin)
+    await publish(data, f"/api/{ns}/q", headers)
+    assert (await data.get(f"/api/{ns}/empty", headers=headers)).status_code == 404  # no job available
+    assert (await data.get(f"/api/{ns}/q/size")).status_code == 200
+    assert (await data.get("/no/such/route")).status_code == 404
+    assert (await data.get(f"/api/{ns}/q/peek", headers={"X-Token": "wrong"})).status_code == 401
+    after = await scrape(admin)
+
+    def grew(app: str, method: str, route: str, status: str) -> float:
+        return after.grew(before, "lmstfy_http_requests_total", app=app, method=method, route=route, status=status)
+
+    assert grew("data", "PUT", "/api/{ns}/{queue}", "201") == 1
+    assert grew("data", "GET", "/api/{ns}/{queue}", "404") == 1
+    assert grew("data", "GET", "/api/{ns}/{queue}/size", "200") == 1
+    assert grew("data", "GET", "unmatched", "404") == 1
+    assert grew("data", "GET", "/api/{ns}/{queue}/peek", "401") == 1
+    assert grew("admin", "GET", "/metrics", "200") == 1  # the first scrape, counted once it was answered
+    put = {"app": "data", "method": "PUT", "route": "/api/{ns}/{queue}", "status": "201"}
+    seconds = "lmstfy_http_request_duration_seconds_count"
+    assert after.grew(before, seconds, **put) == 1
+
+    # lmstfy's families: data port only, gin's route path, and latency of 2xx answers only.
+    lmstfy = {"pool": "default", "namespace": ns, "api": "/api/:namespace/:queue"}
+    assert after.value("infra_lmstfy_http_http_codes", **lmstfy, method="PUT", code="201") == 1
+    assert after.value("infra_lmstfy_http_latency_milliseconds_count", **lmstfy, method="PUT") == 1
+    assert after.value("infra_lmstfy_http_http_codes", **lmstfy, method="GET", code="404") == 1
+    assert after.value("infra_lmstfy_http_latency_milliseconds_count", **lmstfy, method="GET") == 0
+    size = {**lmstfy, "api": "/api/:namespace/:queue/size", "method": "GET", "code": "200"}
+    assert after.value("infra_lmstfy_http_http_codes", **size) == 1
+    assert "/metrics" not in {dict(labels).get("api") for _, labels in after.samples}
+
+
+async def test_a_request_refused_before_routing_keeps_its_route(pool_config: PoolConfig) -> None:
+    """Admin auth answers 401 before the router runs: the request is still counted by its route."""
+    runtime = await Runtime.start(Config(pools={"default": pool_config}, accounts={"ops": "secret"}), run_pumps=False)
+    try:
+        async with client_for(create_admin_app(runtime)) as admin:
+            before = await scrape(admin)
+            assert (await admin.get("/token/ns")).status_code == 401
+            after = await scrape(admin)
+    finally:
+        await runtime.stop()
+    labels = {"app": "admin", "method": "GET", "route": "/token/{ns}", "status": "401"}
+    assert after.grew(before, "lmstfy_http_requests_total", **labels) == 1
+
+
+async def test_a_metric_that_cannot_be_written_fails_no_request(
+    data: httpx.AsyncClient, headers: dict[str, str], ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*labels: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(metrics, "_child", disk_full)
+    job_id = await publish(data, f"/api/{ns}/q", headers)  # 201, not a 503 that a client would retry
+    assert await consume(data, f"/api/{ns}/q", headers) == job_id
+
+
+async def test_the_exposition_speaks_like_lmstfys_go_client(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    job_id = await publish(data, f"/api/{ns}/q", headers)
+    assert await consume(data, f"/api/{ns}/q", headers) == job_id
+    response = await admin.get("/metrics")
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = response.text
+    # A Go counter has no _total suffix; lmstfy-py's own counters follow Prometheus's naming.
+    assert "# TYPE infra_lmstfy_redis_publish_jobs counter\n" in text
+    assert 'infra_lmstfy_redis_publish_jobs{pool="default"} ' in text
+    assert "infra_lmstfy_redis_publish_jobs_total" not in text
+    assert "# TYPE lmstfy_http_requests_total counter\n" in text
+    assert "# TYPE infra_lmstfy_redis_job_elapsed_ms histogram\n" in text
+    # lmstfy's buckets, written as Go writes them: ExponentialBuckets(15, 3.5, 7).
+    bounds = re.findall(rf'infra_lmstfy_redis_job_elapsed_ms_bucket\{{le="([^"]+)",namespace="{ns}"', text)
+    assert bounds == ["15", "52.5", "183.75", "643.125", "2250.9375", "7878.28125", "27573.984375", "+Inf"]
+
+
+async def test_rate_limit_hits_are_counted(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    token = headers["X-Token"]
+    limit = {"read": 0, "write": 1, "interval": 60}
+    assert (await admin.post(f"/token/{ns}/{token}/limit", json=limit)).status_code == 201
+    refused, deadline = 0, time.monotonic() + 3
+    while not refused:  # the limit reaches the data plane within the limits' refresh
+        assert time.monotonic() < deadline, "never throttled"
+        status = (await data.put(f"/api/{ns}/q", content=b"job", headers=headers)).status_code
+        refused += status == 429
+    assert (await data.put(f"/api/{ns}/q", content=b"job", headers=headers)).status_code == 429
+    labels = {"pool": "default", "namespace": ns, "token": token, "action": "produce"}
+    assert (await scrape(admin)).value("infra_lmstfy_http_rate_limit", **labels) == 2
+
+
+async def test_a_purged_namespace_reads_zero(runtime: Runtime, admin: httpx.AsyncClient, ns: str) -> None:
+    engine = runtime.pools.get("default")
+    await engine.publish(ns, "q", NewJob(b"job"))
+    assert runtime.collector is not None
+    await runtime.collector.refresh()
+    labels = {"pool": "default", "namespace": ns, "queue": "q"}
+    assert (await scrape(admin)).value(redis_metric("queue_sizes"), **labels) == 1
+    await engine.purge_namespace(ns)
+    await runtime.collector.refresh()
+    assert (await scrape(admin)).value(redis_metric("queue_sizes"), **labels) == 0
+
+
+async def test_the_collector_refreshes_in_the_background_and_stops(pool_config: PoolConfig, ns: str) -> None:
+    runtime = await Runtime.start(Config(pools={"default": pool_config}), run_pumps=False)
+    collector = metrics.Collector(runtime.pools, every_s=0.02)
+    try:
+        await runtime.pools.get("default").publish(ns, "q", NewJob(b"job"))
+        collector.start()
+        labels = {"pool": "default", "namespace": ns, "queue": "q"}
+        deadline = time.monotonic() + 3
+        while Scrape(metrics.exposition().decode()).value(redis_metric("queue_sizes"), **labels) != 1:
+            assert time.monotonic() < deadline, "the collector never refreshed"
+            await asyncio.sleep(0.02)
+        started = time.monotonic()
+        await collector.stop()
+        assert time.monotonic() - started < tasks.STOP_GRACE_S
+    finally:
+        await collector.stop()
+        await runtime.stop()
+
+
+async def test_only_one_collector_of_a_server_collects_at_a_time(pool_config: PoolConfig) -> None:
+    """Workers share the metrics directory: the lock file lets one of them collect, and another
+    take over when it stops."""
+    runtime = await Runtime.start(Config(pools={"default": pool_config}), run_pumps=False)
+    first, second = metrics.Collector(runtime.pools), metrics.Collector(runtime.pools)
+    try:
+        assert first._holds_lock()
+        assert not second._holds_lock()
+        await first.stop()
+        assert second._holds_lock()
+    finally:
+        await first.stop()
+        await second.stop()
+        await runtime.stop()
+
+
+# -- a real server with two workers ----------------------------------------------------------
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    # The server makes its metrics directory in TMPDIR: here, where the test can look.
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    made = Server(tmp_path, tmp_path / "data", free_port(), free_port())
+    yield made
+    made.cleanup()
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def _writer_pids(tmp: Path) -> set[str]:
+    return {path.stem.rsplit("_", 1)[1] for path in tmp.glob(f"{metrics.DIR_PREFIX}*/counter_*.db")}
+
+
+def test_only_the_metrics_directories_of_dead_servers_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead, live = f"{metrics.DIR_PREFIX}{dead_pid()}", f"{metrics.DIR_PREFIX}{os.getpid()}"
+    for name in (f"{dead}-killed", f"{dead}-elsewhere", f"{live}-running"):
+        (tmp_path / name).mkdir()
+    # Locked: a live server in another pid namespace sharing this directory, whose pid we cannot see.
+    held = metrics._flocked_directory(str(tmp_path / f"{dead}-elsewhere"))
+    try:
+        metrics._remove_stale_directories()
+    finally:
+        assert held is not None
+        os.close(held)
+    assert {path.name for path in tmp_path.iterdir()} == {f"{dead}-elsewhere", f"{live}-running"}
+
+
+def test_every_scrape_of_two_workers_adds_up_both(server: Server, tmp_path: Path) -> None:
+    # What a server killed with -9 leaves behind: removed by the next one to start.
+    stale = tmp_path / "tmp" / f"{metrics.DIR_PREFIX}{dead_pid()}-old"
+    stale.mkdir()
+    server.start("--workers", "2")
+    assert not stale.exists()
+    token = httpx.post(f"{server.admin_url}/token/mp", params={"description": "e2e"}).json()["token"]
+    published = 0
+    # A fresh connection per publish, until both workers have taken some (the kernel picks).
+    while len(_writer_pids(tmp_path / "tmp")) < 2 or published < 10:
+        assert published < 500, "one worker took every connection"
+        with httpx.Client(base_url=server.data_url, timeout=5) as client:
+            assert client.put("/api/mp/q", params={"token": token}, content=b"x").status_code == 201
+        published += 1
+    for _ in range(6):  # whichever worker answers, it reports the whole server
+        with httpx.Client(base_url=server.admin_url, timeout=5) as client:
+            scraped = Scrape(client.get("/metrics").text)
+        labels = {"pool": "default", "namespace": "mp", "queue": "q"}
+        assert scraped.value(redis_metric("publish_queue_jobs"), **labels) == published
+        assert scraped.value(redis_metric("publish_jobs"), pool="default") == published
+        codes = {"pool": "default", "namespace": "mp", "api": "/api/:namespace/:queue", "method": "PUT", "code": "201"}
+        assert scraped.value("infra_lmstfy_http_http_codes", **codes) == published
+    server.signal(signal.SIGTERM)
+    assert server.wait(10) == 0, server.stderr()
+    assert not list((tmp_path / "tmp").glob(f"{metrics.DIR_PREFIX}*")), "the metrics directory outlived the server"

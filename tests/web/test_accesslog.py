@@ -1,0 +1,187 @@
+"""The access log: switched at run time by GET/POST /accesslog, one line per request while on.
+
+In process the lines are read from the "lmstfy_py.access" logger (caplog); a real `lmstfy-py
+serve` process shows that they reach stdout, and that hypercorn adds no log of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lmstfy_py.config import Config, PoolConfig, ServerConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.web import create_admin_app, create_data_app
+from lmstfy_py.web.accesslog import LOGGER_NAME
+from tests.redis_procs import free_port
+from tests.test_e2e import serve_command
+from tests.web.conftest import client_for
+
+READY_TIMEOUT = 15.0
+
+
+@pytest.fixture
+async def runtime(redis_url: str) -> AsyncIterator[Runtime]:
+    # The log does not depend on the backend: standalone only.
+    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+def access_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger=LOGGER_NAME)
+    return caplog
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == LOGGER_NAME]
+
+
+async def test_the_switch(admin: httpx.AsyncClient) -> None:
+    assert (await admin.get("/accesslog")).json() == {"status": "disabled"}
+    response = await admin.post("/accesslog", params={"status": "enable"})
+    assert (response.status_code, response.json()) == (200, {"status": "enabled"})
+    assert (await admin.get("/accesslog")).json() == {"status": "enabled"}
+    assert (await admin.post("/accesslog", params={"status": "enable"})).json() == {"status": "enabled"}
+    assert (await admin.post("/accesslog", params={"status": "disable"})).json() == {"status": "disabled"}
+    assert (await admin.get("/accesslog")).json() == {"status": "disabled"}
+
+
+@pytest.mark.parametrize("query", [{}, {"status": ""}, {"status": "enabled"}, {"status": "ENABLE"}, {"status": "on"}])
+async def test_the_switch_refuses_other_words(admin: httpx.AsyncClient, query: dict[str, str]) -> None:
+    response = await admin.post("/accesslog", params=query)
+    assert (response.status_code, response.json()) == (400, {"error": "invalid status"})
+    assert (await admin.get("/accesslog")).json() == {"status": "disabled"}
+
+
+async def test_the_config_sets_the_switch_at_start(redis_url: str) -> None:
+    config = Config(server=ServerConfig(access_log=True), pools={"default": PoolConfig("default", url=redis_url)})
+    runtime = await Runtime.start(config, run_pumps=False)
+    try:
+        async with client_for(create_admin_app(runtime)) as admin:
+            assert (await admin.get("/accesslog")).json() == {"status": "enabled"}
+    finally:
+        await runtime.stop()
+
+
+async def test_lines_appear_only_while_enabled(admin: httpx.AsyncClient, access_log: pytest.LogCaptureFixture) -> None:
+    await admin.get("/version")
+    await admin.post("/accesslog", params={"status": "enable"})
+    await admin.get("/version", headers={"X-Request-ID": "rid-1"})
+    await admin.get("/nowhere")
+    await admin.post("/accesslog", params={"status": "disable"})
+    await admin.get("/version", headers={"X-Request-ID": "rid-2"})
+
+    logged = lines(access_log)
+    # The switch is read as a request starts: the one that turns it on is not logged, the one that turns it off is.
+    assert len(logged) == 3, logged
+    assert logged[0].startswith("GET /version 200 ") and "request_id=rid-1 remote=127.0.0.1:123" in logged[0]
+    assert logged[1].startswith("GET /nowhere 404 ")
+    assert logged[2].startswith("POST /accesslog 200 ")
+    assert all(line.split()[3].endswith("ms") for line in logged)
+
+
+async def test_the_data_plane_is_logged_without_query_strings(
+    runtime: Runtime, access_log: pytest.LogCaptureFixture
+) -> None:
+    runtime.access_log = True
+    async with client_for(create_data_app(runtime)) as data:
+        await data.get("/api/ns/q/size", params={"token": "secret-token"})
+        await data.get("/api/ns/q%0Afake 200/size")
+    first, second = lines(access_log)
+    assert first.startswith("GET /api/ns/q/size 200 ") and "secret" not in first
+    # A percent-encoded newline stays encoded: a path cannot forge a log line.
+    assert second.startswith("GET /api/ns/q%0Afake%20200/size 400 ") and "\n" not in second
+
+
+# -- a real server -------------------------------------------------------------------------
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+    data_url: str
+    admin_url: str
+
+    def output(self) -> str:
+        return self.stdout.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[ServerProcess]:
+    """`lmstfy-py serve` on free ports and the test Redis, stdout and stderr in files; killed at the end."""
+    port, admin_port = free_port(), free_port()
+    ports = ["--host", "127.0.0.1", "--port", str(port), "--admin-port", str(admin_port)]
+    stdout, stderr = tmp_path / f"out-{port}", tmp_path / f"err-{port}"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc = subprocess.Popen(
+            [*serve_command(), *ports, "--redis-url", redis_url, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+        )
+    server = ServerProcess(proc, stdout, stderr, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}")
+    try:
+        _wait_ready(server)
+        yield server
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _wait_ready(server: ServerProcess) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        assert server.proc.poll() is None, server.stderr.read_text()
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{server.admin_url}/version", timeout=1).status_code == 200:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"server not ready within {READY_TIMEOUT:g}s: {server.stderr.read_text()}")
+
+
+def _wait_for_output(server: ServerProcess, text: str) -> str:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while text not in server.output():
+        assert time.monotonic() < deadline, f"{text!r} not in stdout: {server.output()!r}"
+        time.sleep(0.02)
+    return server.output()
+
+
+def test_a_server_logs_requests_to_stdout_while_enabled(tmp_path: Path, redis_url: str) -> None:
+    with running_server(tmp_path, redis_url) as server:
+        httpx.get(f"{server.data_url}/api/ns/before/size")
+        assert httpx.post(f"{server.admin_url}/accesslog?status=enable").json() == {"status": "enabled"}
+        httpx.get(f"{server.data_url}/api/ns/during/size", headers={"X-Request-ID": "e2e-1"})
+        httpx.post(f"{server.admin_url}/accesslog?status=disable")
+        httpx.get(f"{server.data_url}/api/ns/after/size")
+        httpx.post(f"{server.admin_url}/accesslog?status=enable")
+        httpx.get(f"{server.data_url}/api/ns/marker/size")
+        output = _wait_for_output(server, "/api/ns/marker/size")
+    logged = [line for line in output.splitlines() if "/api/" in line]
+    assert len(logged) == 2, output
+    assert "GET /api/ns/during/size 200 " in logged[0] and "request_id=e2e-1 remote=127.0.0.1:" in logged[0]
+    assert "GET /api/ns/marker/size 200 " in logged[1]
+    assert "lmstfy_py.access" not in server.stderr.read_text()  # stdout only
+
+
+def test_a_server_started_with_access_log_logs_from_the_start(tmp_path: Path, redis_url: str) -> None:
+    with running_server(tmp_path, redis_url, "--access-log") as server:
+        assert httpx.get(f"{server.admin_url}/accesslog").json() == {"status": "enabled"}
+        httpx.get(f"{server.data_url}/api/ns/q/size")
+        output = _wait_for_output(server, "GET /api/ns/q/size 200 ")
+    # One line per request: hypercorn's own access log stays off.
+    assert output.count("/api/ns/q/size") == 1, output

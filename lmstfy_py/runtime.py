@@ -45,6 +45,11 @@ class Runtime:
                 pump.start()
         return runtime
 
+    async def stop_waiting(self) -> None:
+        """Answers every waiting long-poll now; the first step of a graceful stop."""
+        for engine in self.pools.engines():
+            await engine.stop_waiting()
+
     async def stop(self) -> None:
         await self.limits.stop()
         if self.collector is not None:

@@ -19,6 +19,7 @@ from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys
 from lmstfy_py.store.scripts import Arg, Script, Scripts, run_pipeline
+from lmstfy_py.store.wake import WakeHub
 from lmstfy_py.types import DeadLetterHead, Job, NewJob
 
 PEEK_SCAN = 50  # ready elements peek looks past when their jobs expired
@@ -81,6 +82,7 @@ class Engine:
         self.redis = client
         # Each BRPOP holds a connection for its whole wait: they get their own pool.
         self.blocking = blocking_client
+        self.wake_hub = WakeHub(blocking_client)
         self.scripts = scripts or Scripts.load()
         self._registered: dict[str, float] = {}  # namespace -> when to register it again (monotonic)
         # Set by the pump: told of every new timer entry so it can wake before its planned time.
@@ -139,7 +141,7 @@ class Engine:
         while True:
             jobs = await self.reserve(ns, queues, ttr_ms, count)
             left = deadline - time.monotonic()
-            if jobs or left <= 0:
+            if jobs or left <= 0 or self.stopping:
                 self.observer.consumed(self.pool, ns, queues, count, jobs)
                 return jobs
             await self._wait_for_wake(ns, queues, min(left, WAIT_SLICE_S))
@@ -164,9 +166,19 @@ class Engine:
         return Job(ns, queue.decode(), job_id.decode(), body, ttl_seconds(pttl), remain, attributes)
 
     async def _wait_for_wake(self, ns: str, queues: Sequence[str], seconds: float) -> None:
-        # Blocks on the wake lists, never on the ready lists: a BRPOP that popped a
-        # job and then lost its process would lose the job (lmstfy's bug).
-        await self.blocking.brpop([keys.wake(ns, q) for q in queues], timeout=max(seconds, 0.01))
+        # Waits on the wake lists, never on the ready lists: a BRPOP that popped a job and
+        # then lost its process would lose the job (lmstfy's bug). One BRPOP per queue set
+        # is shared by every waiting request of this process (store/wake.py).
+        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds)
+
+    @property
+    def stopping(self) -> bool:
+        """Set by stop_waiting(): long-polls answer at once instead of waiting."""
+        return self.wake_hub.closed
+
+    async def stop_waiting(self) -> None:
+        """Ends every long-poll of this process now ("no job available"); the first step of a graceful stop."""
+        await self.wake_hub.close()
 
     # -- ack, peek, size -------------------------------------------------------
 
@@ -326,5 +338,6 @@ class Engine:
         return int(head[0][1]) if head else -1
 
     async def close(self) -> None:
+        await self.wake_hub.close()
         for client in {id(self.redis): self.redis, id(self.blocking): self.blocking}.values():
             await client.aclose()

@@ -71,7 +71,7 @@ class MigrationEngine(Engine):
         while True:
             source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count)
             left = deadline - time.monotonic()
-            if jobs or left <= 0:
+            if jobs or left <= 0 or self.new.stopping:
                 # Counted by the pool that held the jobs, as its own consumes are.
                 source.observer.consumed(source.pool, ns, queues, count, jobs)
                 return jobs
@@ -156,6 +156,11 @@ class MigrationEngine(Engine):
 
     async def timer_head(self, ns: str) -> int:
         return _earliest(await self.old.timer_head(ns), await self.new.timer_head(ns))
+
+    async def stop_waiting(self) -> None:
+        # Its long-polls wait on the new pool's wake lists; both, so no wait of either pool lingers.
+        await self.old.stop_waiting()
+        await self.new.stop_waiting()
 
     async def close(self) -> None:
         """Nothing of its own to close: Pools closes both pools' engines."""

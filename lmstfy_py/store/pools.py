@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
@@ -43,7 +43,11 @@ from lmstfy_py.store.scripts import Scripts
 # would keep a request hanging while Redis is down, and the scripts are safe to re-send
 # (publish is idempotent by job id, the others at-least-once).
 _COMMON: dict[str, Any] = {"socket_connect_timeout": 1.0, "retry": Retry(NoBackoff(), 1)}
-_REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": 5.0}
+_REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": 5.0, "max_connections": 128}
+# Requests past max_connections wait this long for a free connection (standalone pools; the
+# Cluster and Sentinel pools of redis-py refuse at once, which answers 503). Redis runs one
+# command at a time, so more connections would not make it faster, only use its memory.
+POOL_WAIT_S = 5.0
 # A BRPOP waits up to WAIT_SLICE_S: its socket must not time out first.
 _BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": WAIT_SLICE_S + 5.0, "max_connections": 10_000}
 _SENTINEL: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
@@ -63,7 +67,9 @@ def connect(config: PoolConfig) -> tuple[Any, Any]:
     if config.kind == "sentinel":
         return _sentinel_client(config, _REQUEST), _sentinel_client(config, _BLOCKING)
     assert config.url is not None
-    return Redis.from_url(config.url, **_REQUEST), Redis.from_url(config.url, **_BLOCKING)
+    # from_pool: the client owns the pool and closes it with itself.
+    requests = Redis.from_pool(BlockingConnectionPool.from_url(config.url, timeout=POOL_WAIT_S, **_REQUEST))
+    return requests, Redis.from_url(config.url, **_BLOCKING)
 
 
 def _cluster_client(config: PoolConfig, options: dict[str, Any]) -> RedisCluster:

@@ -25,7 +25,10 @@ from lmstfy_py.store.engine import Engine, now_ms
 
 log = logging.getLogger(__name__)
 
-MAX_SLEEP_S = 0.05
+# Every process wakes its own pump for the timers it adds (schedule()), so in normal
+# operation each job is moved on time by the process that scheduled it. The cap only
+# bounds how late a job is when that process died before its due time.
+MAX_SLEEP_S = 0.1
 SWEEP_EVERY_S = 1.0
 DUE_BATCH = 100
 MAX_BACKOFF_S = 1.0
@@ -79,17 +82,17 @@ class Pump:
             await self._sleep(sleep_s)
 
     async def tick(self) -> float:
-        """Pumps every due namespace once; returns how long to sleep."""
-        due = await self.redis.zrangebyscore(keys.DUE_INDEX, "-inf", now_ms(), start=0, num=DUE_BATCH)
-        for ns in due:
-            await self.pump_namespace(ns.decode())
+        """Pumps the due namespaces; returns how long to sleep. Idle, it costs one command."""
+        head = await self.redis.zrange(keys.DUE_INDEX, 0, 0, withscores=True)
+        next_ms = head[0][1] if head else math.inf
+        if next_ms <= now_ms():
+            due = await self.redis.zrangebyscore(keys.DUE_INDEX, "-inf", now_ms(), start=0, num=DUE_BATCH)
+            for ns in due:
+                await self.pump_namespace(ns.decode())
+            next_ms = 0  # look at the index again at once: more may have come due meanwhile
         if time.monotonic() >= self._next_sweep:
             await self.sweep()
             self._next_sweep = time.monotonic() + SWEEP_EVERY_S
-        if len(due) == DUE_BATCH:
-            return 0.0
-        head = await self.redis.zrange(keys.DUE_INDEX, 0, 0, withscores=True)
-        next_ms = head[0][1] if head else math.inf
         return max(0.0, min(self.max_sleep_s, (next_ms - now_ms()) / 1000))
 
     async def pump_namespace(self, ns: str) -> None:

@@ -168,7 +168,7 @@ async def consume(request: Request) -> Response:
     if not queues:
         raise InvalidParameter("invalid queue name(s)")
     async with throttle(request, target, "consume"):
-        jobs = await target.engine.consume(ns, queues, options.ttr * 1000, options.timeout * 1000, options.count)
+        jobs = await target.engine.consume(ns, queues, options.ttr_ms, options.timeout_ms, options.count)
         if not jobs:
             raise NoJobAvailable()
     if options.count == 1:

@@ -75,40 +75,49 @@ def choice(query: QueryParams, name: str, allowed: Collection[str], default: str
     return text
 
 
+def milliseconds(query: QueryParams, name: str, default_s: int) -> int:
+    """lmstfy's `<name>` in seconds, or ours, `<name>_ms`, in milliseconds (not both), as ms."""
+    if _first(query, f"{name}_ms") is None:
+        return seconds(query, name, default_s) * 1000
+    if _first(query, name) is not None:
+        raise InvalidParameter(f"give {name} or {name}_ms, not both")
+    return uint(query, f"{name}_ms", 0, UINT32_MAX)
+
+
 @dataclass(frozen=True, slots=True)
 class PublishOptions:
-    delay: int  # seconds
-    ttl: int  # seconds, 0 = forever
+    delay_ms: int
+    ttl_ms: int  # 0 = forever
     tries: int
 
     def job(self, body: bytes, attributes: dict[str, str] | None) -> NewJob:
-        return NewJob(body, ttl_ms=self.ttl * 1000, delay_ms=self.delay * 1000, tries=self.tries, attributes=attributes)
+        return NewJob(body, ttl_ms=self.ttl_ms, delay_ms=self.delay_ms, tries=self.tries, attributes=attributes)
 
 
 def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
-    delay = seconds(query, "delay", defaults.delay)
-    ttl = seconds(query, "ttl", defaults.ttl)
-    if 0 < ttl < delay:  # ttl 0 never expires, so it outlives any delay
+    delay_ms = milliseconds(query, "delay", defaults.delay)
+    ttl_ms = seconds(query, "ttl", defaults.ttl) * 1000
+    if 0 < ttl_ms < delay_ms:  # ttl 0 never expires, so it outlives any delay
         raise InvalidParameter("ttl is shorter than delay")
     tries = uint(query, "tries", defaults.tries, UINT16_MAX)
     if tries == 0:
         raise InvalidParameter("tries shouldn't be zero")
-    return PublishOptions(delay, ttl, tries)
+    return PublishOptions(delay_ms, ttl_ms, tries)
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumeOptions:
-    ttr: int  # seconds
-    timeout: int  # seconds, already clamped to MAX_CONSUME_TIMEOUT
+    ttr_ms: int
+    timeout_ms: int  # already clamped to MAX_CONSUME_TIMEOUT
     count: int
 
 
 def consume_options(query: QueryParams, defaults: Defaults) -> ConsumeOptions:
-    ttr = seconds(query, "ttr", defaults.ttr)
+    ttr_ms = milliseconds(query, "ttr", defaults.ttr)
     # lmstfy accepts any uint32 timeout; a longer wait than this only ties up a connection.
     timeout = min(seconds(query, "timeout", defaults.timeout), MAX_CONSUME_TIMEOUT)
     count = uint(query, "count", 1, MAX_CONSUME_COUNT, minimum=1)
-    return ConsumeOptions(ttr, timeout, count)
+    return ConsumeOptions(ttr_ms, timeout * 1000, count)
 
 
 # -- names and tokens ------------------------------------------------------------

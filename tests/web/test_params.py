@@ -42,8 +42,8 @@ def test_repeated_parameter_uses_the_first_value_like_go() -> None:
 
 def test_publish_options() -> None:
     defaults = Defaults()
-    assert params.publish_options(QueryParams(""), defaults) == params.PublishOptions(0, 86400, 1)
-    assert params.publish_options(QueryParams("delay=10&ttl=0"), defaults).ttl == 0
+    assert params.publish_options(QueryParams(""), defaults) == params.PublishOptions(0, 86_400_000, 1)
+    assert params.publish_options(QueryParams("delay=10&ttl=0"), defaults).ttl_ms == 0
     job = params.publish_options(QueryParams("delay=2&ttl=3&tries=4"), defaults).job(b"x", None)
     assert (job.delay_ms, job.ttl_ms, job.tries, job.attributes) == (2000, 3000, 4, None)
     with refused("ttl is shorter than delay"):
@@ -54,10 +54,27 @@ def test_publish_options() -> None:
         params.publish_options(QueryParams("tries=65536"), defaults)
 
 
+def test_milliseconds_variants() -> None:
+    defaults = Defaults()
+    job = params.publish_options(QueryParams("delay_ms=1500&ttl=2"), defaults).job(b"x", None)
+    assert (job.delay_ms, job.ttl_ms) == (1500, 2000)
+    assert params.consume_options(QueryParams("ttr_ms=250"), defaults).ttr_ms == 250
+    with refused("give delay or delay_ms, not both"):
+        params.publish_options(QueryParams("delay=1&delay_ms=1000"), defaults)
+    with refused("give ttr or ttr_ms, not both"):
+        params.consume_options(QueryParams("ttr=1&ttr_ms=1000"), defaults)
+    with refused("ttl is shorter than delay"):
+        params.publish_options(QueryParams("delay_ms=2001&ttl=2"), defaults)
+    for bad in ("-1", "1.5", "4294967296", ""):
+        with refused("invalid delay_ms"):
+            params.publish_options(QueryParams(f"delay_ms={bad}"), defaults)
+
+
 def test_consume_options_clamp_the_timeout() -> None:
     options = params.consume_options(QueryParams("timeout=4294967295&ttr=5&count=100"), Defaults())
-    assert options == params.ConsumeOptions(ttr=5, timeout=600, count=100)
-    assert params.consume_options(QueryParams(""), Defaults(ttr=7, timeout=3)) == params.ConsumeOptions(7, 3, 1)
+    assert options == params.ConsumeOptions(ttr_ms=5000, timeout_ms=600_000, count=100)
+    expected = params.ConsumeOptions(7000, 3000, 1)
+    assert params.consume_options(QueryParams(""), Defaults(ttr=7, timeout=3)) == expected
     for bad in ("0", "101"):
         with refused("invalid count"):
             params.consume_options(QueryParams({"count": bad}), Defaults())

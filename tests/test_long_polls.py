@@ -1,0 +1,49 @@
+"""Long-polls at scale and at shutdown, on real server processes."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tests.test_e2e import NS, QUEUE, Server, create_token, make_server
+
+__all__ = ["make_server"]  # the fixture, shared with test_e2e
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_longpolls.py"
+
+
+def test_two_thousand_long_polls_share_a_bounded_set_of_redis_connections() -> None:
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--waiters", "2000"], capture_output=True, text=True, timeout=120
+    )
+    report = dict(line.split(":", 1) for line in run.stdout.splitlines() if ":" in line)
+    assert run.returncode == 0, run.stdout + run.stderr
+    held = int(report["redis connections"].split()[0])
+    blocked = int(report["redis connections"].split("(")[1].split()[0])
+    assert blocked == 1  # one shared BRPOP for the 2,000 waiters
+    assert held <= 140  # the request pool's 128 and a few more, not one per waiter
+    assert report["jobs delivered"].split()[0] == "2000"
+
+
+async def test_sigterm_answers_waiting_long_polls_and_exits_0(make_server: Callable[[], Server]) -> None:
+    server = make_server().start()
+    token = create_token(server)
+    async with httpx.AsyncClient(base_url=server.data_url, timeout=30) as client:
+        params = {"token": token, "timeout": 30}
+        polls = [asyncio.create_task(client.get(f"/api/{NS}/{QUEUE}", params=params)) for _ in range(20)]
+        await asyncio.sleep(0.5)  # all of them waiting
+        started = time.monotonic()
+        server.signal(signal.SIGTERM)
+        answers = await asyncio.wait_for(asyncio.gather(*polls), 5)
+        answered_in = time.monotonic() - started
+    assert [a.status_code for a in answers] == [404] * 20
+    assert all(a.json() == {"msg": "no job available"} for a in answers)
+    assert answered_in < 2.0  # not after their 30 s timeout, nor cut off by the 5 s graceful timeout
+    assert await asyncio.to_thread(server.wait, 5.0) == 0, server.stderr()

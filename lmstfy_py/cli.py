@@ -45,7 +45,7 @@ def version() -> None:
 @click.option("--admin-port", type=int, help="Admin API port.  [default: 7778]")
 @click.option("--data-dir", metavar="DIR", help="Embedded Redis data directory.  [default: ./lmstfy-data]")
 @click.option("--redis-url", metavar="URL", help="Use this external Redis instead of the embedded one.")
-@click.option("--workers", type=int, help="Server processes.  [default: 1]")
+@click.option("--workers", type=int, help="Server processes.  [default: the number of CPUs]")
 @click.option("--access-log/--no-access-log", default=None, help="Log every request to stdout.  [default: off]")
 def serve(
     config_path: str | None,

@@ -16,6 +16,7 @@ Layout (see deploy/lmstfy.toml for every key with its meaning):
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -58,7 +59,8 @@ class ServerConfig:
     port: int = 7777
     admin_host: str = "127.0.0.1"
     admin_port: int = 7778
-    workers: int = 1
+    # One process per core: one Python process serves about one core's worth of requests.
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     data_dir: str = "./lmstfy-data"
     access_log: bool = False
 

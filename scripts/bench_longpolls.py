@@ -65,7 +65,8 @@ async def redis_connections(redis: Redis) -> tuple[int, int]:
 async def run(args: argparse.Namespace) -> int:
     allow_open_files(args.waiters * 2 + 1000)
     work = Path(tempfile.mkdtemp(prefix="lmstfy-waiters-"))
-    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log")
+    # --workers 1: one server process: its connections are the figure
+    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log", "--workers", "1")
     await server.start()
     try:
         token = await create_token(server.admin_port, NS)

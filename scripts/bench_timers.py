@@ -124,7 +124,8 @@ async def idle_cost(host: Address, token: str, server_pid: int, args: argparse.N
 
 async def run(args: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="lmstfy-timers-"))
-    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log")
+    # --workers 1: one process: its CPU (and its child, Redis) is the idle figure
+    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log", "--workers", "1")
     await server.start()
     try:
         token = await create_token(server.admin_port, NS)

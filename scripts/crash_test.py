@@ -63,14 +63,15 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, port: int, admin_port: int, log: Path) -> None:
+    def __init__(self, data_dir: Path, port: int, admin_port: int, log: Path, *extra: str) -> None:
         self.data_dir, self.port, self.admin_port, self.log = data_dir, port, admin_port, log
+        self.extra = extra  # more `serve` flags
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def command(self) -> list[str]:
         ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        return [sys.executable, "-m", "lmstfy_py.cli", "serve", *ports, "--data-dir", str(self.data_dir)]
+        return [sys.executable, "-m", "lmstfy_py.cli", "serve", *ports, "--data-dir", str(self.data_dir), *self.extra]
 
     async def start(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT

@@ -73,6 +73,10 @@ async def run_pipeline(
     A call refused with NOSCRIPT did nothing, so it is safely run again alone,
     which loads its script. `tail` must queue only idempotent commands.
     """
+    if len(calls) == 1 and tail is None:
+        # One command needs no pipeline: redis-py's Pipeline costs more CPU than the call itself.
+        script, keys, args = calls[0]
+        return [await script(client, keys, args)]
     pipe = client.pipeline(transaction=False)
     for script, keys, args in calls:
         script.queue(pipe, keys, args)

@@ -1,7 +1,7 @@
 """The access log, switched on and off at run time (GET/POST /accesslog).
 
 One line per request to the logger "lmstfy_py.access" while `Runtime.access_log` is on
-(written by middleware.RequestObserver); the server sends that logger to stdout
+(written by middleware.RequestMiddleware); the server sends that logger to stdout
 (`log_to_stdout`). This is the only access log:
 hypercorn's own stays off, so the switch is the single source of truth, and a server with the
 log off pays one attribute read per request.

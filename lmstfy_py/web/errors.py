@@ -3,8 +3,8 @@
 Handlers raise `LmstfyError` subclasses and let Redis errors propagate; `as_lmstfy_error`
 maps everything else onto an `LmstfyError`, and `render` turns it into JSON. Two hooks
 feed it: Starlette's handler for its own routing errors (which its ExceptionMiddleware
-would otherwise answer in plain text), and `ErrorMiddleware` for every other exception,
-installed inside the request-id middleware so error responses carry X-Request-ID too.
+would otherwise answer in plain text), and `middleware.RequestMiddleware` for every other
+exception, which also gives error responses their X-Request-ID.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lmstfy_py.errors import Forbidden, InvalidParameter, LmstfyError, NotFound, StorageUnavailable
 
@@ -86,28 +85,3 @@ async def http_exception_handler(request: Request, exc: Exception) -> Response:
 
 
 EXCEPTION_HANDLERS = {HTTPException: http_exception_handler}
-
-
-class ErrorMiddleware:
-    """Answers any exception a handler raises, unless the response has already begun."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracking_send)
-        except Exception as exc:
-            if started:  # half a response cannot be replaced; the server logs it and drops the connection
-                raise
-            await render(as_lmstfy_error(exc))(scope, receive, send)

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lmstfy_py.web import accesslog, instrument
-from lmstfy_py.web.errors import EXCEPTION_HANDLERS, ErrorMiddleware
+from lmstfy_py.web.errors import EXCEPTION_HANDLERS, as_lmstfy_error, render
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -34,10 +34,14 @@ def request_id(incoming: str | None) -> str:
     return uuid.uuid4().hex
 
 
-class RequestIdMiddleware:
-    """Gives every response an X-Request-ID: the caller's, if sane, else a fresh uuid4.
+class RequestMiddleware:
+    """The one wrapper every request passes through, outermost.
 
-    The id is also left in `request.state.request_id` for logs.
+    It gives every response an X-Request-ID (the caller's, if sane, else a fresh uuid4; also
+    left in `request.state.request_id` for logs), answers any exception a handler raises
+    (unless the response has already begun) through errors.py, and times the request and
+    notes its status for the metrics and, while on, the access log. One layer rather than
+    three: each layer wraps `send` again for every request, and this is the hot path.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -47,41 +51,28 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         rid = request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
         scope.setdefault("state", {})["request_id"] = rid
+        log_it = accesslog.enabled(scope)  # as the request starts: POST /accesslog logs its "disable", not its "enable"
+        status = 0  # 0 until the response starts
 
         async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
-
-
-class RequestObserver:
-    """Times each request and notes its status, for the metrics and (while on) the access log."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500  # what the server answers when the app fails before starting a response
-        log_it = accesslog.enabled(scope)  # as the request starts: POST /accesslog logs its "disable", not its "enable"
-
-        async def capture_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = rid
                 status = message["status"]
             await send(message)
 
         try:
-            await self.app(scope, receive, capture_status)
+            await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            if status:  # half a response cannot be replaced; the server logs it and drops the connection
+                raise
+            await render(as_lmstfy_error(exc))(scope, receive, send_with_id)
         finally:
             seconds = time.perf_counter() - started
+            status = status or 500  # what the server answers when nothing was sent
             instrument.record(scope, status, seconds)
             if log_it:
                 accesslog.write(scope, status, seconds)
@@ -95,13 +86,7 @@ def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Mid
     """
     app = Starlette(
         routes=list(routes),
-        # Outermost first: the request id must also reach responses that ErrorMiddleware makes.
-        middleware=[
-            Middleware(RequestIdMiddleware),
-            Middleware(RequestObserver),
-            Middleware(ErrorMiddleware),
-            *inner,
-        ],
+        middleware=[Middleware(RequestMiddleware), *inner],
         exception_handlers=dict(EXCEPTION_HANDLERS),
     )
     app.state.runtime = runtime

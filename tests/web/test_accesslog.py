@@ -128,7 +128,8 @@ def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[Serve
     stdout, stderr = tmp_path / f"out-{port}", tmp_path / f"err-{port}"
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(
-            [*serve_command(), *ports, "--redis-url", redis_url, *args],
+            # One worker: the run-time switch reaches only the worker that answered it.
+            [*serve_command(), *ports, "--redis-url", redis_url, "--workers", "1", *args],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""A trivial HTTP endpoint served exactly as `lmstfy-py serve` serves its apps: the bench's ceiling.
+
+Every request gets 200 `{"msg":"ok"}`. The serving stack is lmstfy_py.server's own: the same
+listening socket (`listen`: backlog, TCP_NODELAY), the same hypercorn settings
+(`hypercorn_config`: access log off, graceful timeout), the same event loop (uvloop when
+installed), the same GC tuning, and `--workers` processes forked after the socket is open.
+So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
+
+`--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
+Starlette app with one route and no middleware (what the framework alone costs).
+
+    .venv/bin/python scripts/trivial_app.py --port 7790 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.typing import ASGIFramework
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lmstfy_py import server
+from lmstfy_py.store.embedded import parent_death_hook
+
+BODY = b'{"msg":"ok"}'
+HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})
+
+
+async def ok(request: Request) -> Response:
+    return Response(BODY, media_type="application/json")
+
+
+def starlette_app() -> Starlette:
+    return Starlette(routes=[Route("/{path:path}", ok, methods=["GET", "PUT", "POST", "DELETE"])])
+
+
+async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server._tune_gc()  # same collector settings as a lmstfy-py worker
+    await hypercorn_serve(app, server.hypercorn_config(sock), shutdown_trigger=stop.wait)
+
+
+def run_worker(kind: str, sock: socket.socket) -> None:
+    app = cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
+    with asyncio.Runner(loop_factory=server._loop_factory()) as runner:
+        runner.run(serve_until_stopped(app, sock))
+
+
+def fork_worker(kind: str, sock: socket.socket) -> int:
+    die_with_parent = parent_death_hook()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        if die_with_parent is not None:
+            die_with_parent()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+        run_worker(kind, sock)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def supervise(kind: str, sock: socket.socket, workers: int) -> None:
+    """Fork the workers, wait for SIGTERM/SIGINT, pass it on, reap them."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    pids = [fork_worker(kind, sock) for _ in range(workers)]
+    print(f"trivial_app: {kind} on {server.url_of(sock)}, {workers} workers", file=sys.stderr, flush=True)
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--app", choices=["raw", "starlette"], default="raw")
+    args = parser.parse_args()
+    sock = server.listen(args.host, args.port, "trivial endpoint")
+    if args.workers == 1:
+        print(f"trivial_app: {args.app} on {server.url_of(sock)}, 1 worker", file=sys.stderr, flush=True)
+        run_worker(args.app, sock)
+    else:
+        supervise(args.app, sock, args.workers)
+
+
+if __name__ == "__main__":
+    main()

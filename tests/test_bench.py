@@ -1,0 +1,54 @@
+"""scripts/bench.py against a real `lmstfy-py serve`: it finds the server, runs, reports, cleans up."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.redis_procs import free_port
+from tests.test_e2e import Server
+
+BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+BENCH_TIMEOUT = 60
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path, tmp_path / "data", free_port(), free_port())
+    try:
+        yield running.start("--workers", "1")
+    finally:
+        running.cleanup()
+
+
+def run_bench(server: Server, report: Path) -> subprocess.CompletedProcess[str]:
+    args = ["--url", server.data_url, "--admin", server.admin_url, "--duration", "1", "--clients", "4"]
+    args += ["--scenarios", "publish,consume_ack", "--workers", "1", "--settle", "0", "--json", str(report)]
+    return subprocess.run(
+        [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=BENCH_TIMEOUT, check=False
+    )
+
+
+def test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace(server: Server, tmp_path: Path) -> None:
+    report = tmp_path / "bench.json"
+    done = run_bench(server, report)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # It found the server by its port and the embedded Redis as its child, through its socket.
+    assert server.proc is not None
+    assert any(f"server={server.proc.pid}, redis={server.redis_pid}" in line for line in lines), done.stdout
+    assert any(f"redis unix:{server.data_dir / 'redis.sock'}" in line for line in lines), done.stdout
+    for name in ("publish", "consume_ack", "trivial-raw", "redis-benchmark"):
+        assert any(line.startswith(name) for line in lines), done.stdout
+    results = {r["name"]: r for r in json.loads(report.read_text())["results"]}
+    assert results["publish"]["jobs"] > 0 and results["consume_ack"]["jobs"] > 0
+    assert results["publish"]["ratios"]["req/trivial"] > 0
+    # Its namespaces are purged: nothing of the bench stays on the server.
+    listed = httpx.get(f"{server.admin_url}/namespaces").json()["namespaces"]
+    assert [n["namespace"] for n in listed if n["namespace"].startswith("bench-")] == [], listed

@@ -8,12 +8,15 @@ next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
-from lmstfy_py.config import PoolConfig
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.web import create_admin_app, create_data_app
 from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, SentinelGroup
 from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
@@ -111,3 +114,29 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
         return PoolConfig("default", kind="cluster", cluster_nodes=request.getfixturevalue("cluster3_nodes"))
     address = urlsplit(request.getfixturevalue("cluster_url")).netloc
     return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
+
+
+def client_for(app: object) -> httpx.AsyncClient:
+    """An HTTP client that drives an ASGI app in-process."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
+    started = await Runtime.start(Config(pools={"default": pool_config}))
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+async def data(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_data_app(runtime)) as client:
+        yield client
+
+
+@pytest.fixture
+async def admin(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for(create_admin_app(runtime)) as client:
+        yield client

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,10 +25,10 @@ from lmstfy_py import metrics, tasks
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob
-from lmstfy_py.web import create_admin_app, create_data_app
+from lmstfy_py.web import create_admin_app
+from tests.conftest import client_for
 from tests.redis_procs import free_port
 from tests.test_e2e import Server
-from tests.web.conftest import client_for
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -62,27 +62,6 @@ class Scrape:
 
 def redis_metric(name: str) -> str:
     return "infra_lmstfy_redis_" + name
-
-
-@pytest.fixture
-async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
-    started = await Runtime.start(Config(pools={"default": pool_config}))
-    try:
-        yield started
-    finally:
-        await started.stop()
-
-
-@pytest.fixture
-async def data(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_data_app(runtime)) as client:
-        yield client
-
-
-@pytest.fixture
-async def admin(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_admin_app(runtime)) as client:
-        yield client
 
 
 @pytest.fixture

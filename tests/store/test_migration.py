@@ -24,7 +24,7 @@ from lmstfy_py.store.pools import connect
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import Job, NewJob
 from lmstfy_py.web import create_data_app
-from tests.web.conftest import client_for
+from tests.conftest import client_for
 
 NS, Q = "ns", "q"
 

@@ -14,36 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from lmstfy_py.config import Config, PoolConfig
-from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import create_admin_app, create_data_app
-
 MakeToken = Callable[[str], Awaitable[str]]
-
-
-def client_for(app: object) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")  # type: ignore[arg-type]
-
-
-@pytest.fixture
-async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
-    started = await Runtime.start(Config(pools={"default": pool_config}))
-    try:
-        yield started
-    finally:
-        await started.stop()
-
-
-@pytest.fixture
-async def data(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_data_app(runtime)) as client:
-        yield client
-
-
-@pytest.fixture
-async def admin(runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_admin_app(runtime)) as client:
-        yield client
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from lmstfy_py.config import Config, PoolConfig, ServerConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.accesslog import LOGGER_NAME
+from tests.conftest import client_for
 from tests.redis_procs import free_port
 from tests.test_e2e import serve_command
-from tests.web.conftest import client_for
 
 READY_TIMEOUT = 15.0
 

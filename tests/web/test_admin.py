@@ -11,7 +11,8 @@ from lmstfy_py import __version__
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
-from tests.web.conftest import auth, client_for
+from tests.conftest import client_for
+from tests.web.conftest import auth
 
 LONG_TOKEN = "t" * 20
 

@@ -16,8 +16,8 @@ from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.auth import authorized, credentials
+from tests.conftest import client_for
 from tests.redis_procs import free_port
-from tests.web.conftest import client_for
 from tests.web.test_accesslog import running_server
 
 ACCOUNTS = {"alice": "s3cret:with:colons", "bob": "pässwörd"}

@@ -19,8 +19,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.errors import as_lmstfy_error
 from lmstfy_py.web.middleware import build_app, route
-from tests.conftest import free_port
-from tests.web.conftest import client_for
+from tests.conftest import client_for, free_port
 
 
 async def _boom(request: Request) -> Response:

@@ -18,7 +18,8 @@ from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
 from lmstfy_py.web import create_admin_app, create_data_app
-from tests.web.conftest import Api, MakeToken, auth, client_for
+from tests.conftest import client_for
+from tests.web.conftest import Api, MakeToken, auth
 
 LONG_TOKEN = "0123456789abcdefghij"
 # For tests of parsing or of waiting: what they check does not depend on the Redis deployment.

@@ -18,8 +18,8 @@ import pytest
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
+from tests.conftest import client_for
 from tests.redis_procs import RedisProcess
-from tests.web.conftest import client_for
 
 NS, Q = "faults", "q"
 QUICK_S = 1.0  # issue 4: no request hangs beyond a second while Redis is down

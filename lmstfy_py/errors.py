@@ -53,10 +53,6 @@ class NoJobAvailable(LmstfyError):
         super().__init__(message)
 
 
-class Conflict(LmstfyError):
-    status = 409
-
-
 class Throttled(LmstfyError):
     status = 429
     key = "msg"

@@ -35,7 +35,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
-from lmstfy_py.store.engine import WAIT_SLICE_S, Engine
+from lmstfy_py.store import wake
+from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.scripts import Scripts
 
@@ -48,8 +49,8 @@ _REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": 5.0, "max_connections":
 # Cluster and Sentinel pools of redis-py refuse at once, which answers 503). Redis runs one
 # command at a time, so more connections would not make it faster, only use its memory.
 POOL_WAIT_S = 5.0
-# A BRPOP waits up to WAIT_SLICE_S: its socket must not time out first.
-_BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": WAIT_SLICE_S + 5.0, "max_connections": 10_000}
+# The shared wake loop's BRPOP waits up to wake.SLICE_S: its socket must not time out first.
+_BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": wake.SLICE_S + 5.0, "max_connections": 10_000}
 _SENTINEL: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
 
 MASTER_CHECK_S = 1.0

@@ -31,7 +31,7 @@ import redis
 from lmstfy_py.store import keys
 from tests.redis_procs import RedisProcess
 from tests.test_e2e import QUEUE, Server, serve_command
-from tests.test_throttle_e2e import SharedRedisServer
+from tests.test_throttle_e2e import SharedRedisServer, started_together
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from loadclient import Connection  # type: ignore[import-not-found]
@@ -75,15 +75,8 @@ def shared_redis(redis_server: RedisProcess) -> str:
 def pair(tmp_path_factory: pytest.TempPathFactory, shared_redis: str) -> Iterator[tuple[Instance, Instance]]:
     tmp_path = tmp_path_factory.mktemp("many")
     servers = (Instance(tmp_path, shared_redis, "--workers", "1"), Instance(tmp_path, shared_redis, "--workers", "2"))
-    try:
-        for server in servers:  # both start at once
-            server.launch()
-        for server in servers:
-            server._wait_ready()
-        yield servers
-    finally:
-        for server in servers:
-            server.cleanup()
+    with started_together(servers) as started:
+        yield started[0], started[1]
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -39,11 +41,14 @@ class SharedRedisServer(Server):
         return self
 
 
-@pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[SharedRedisServer, SharedRedisServer]]:
-    servers = (SharedRedisServer(tmp_path, redis_url), SharedRedisServer(tmp_path, redis_url))
+S = TypeVar("S", bound=SharedRedisServer)
+
+
+@contextmanager
+def started_together(servers: tuple[S, ...]) -> Iterator[tuple[S, ...]]:
+    """Starts the servers at once (start-up is most of these tests' time); cleans them all up."""
     try:
-        for server in servers:  # both start at once: start-up is most of these tests' time
+        for server in servers:
             server.launch()
         for server in servers:
             server._wait_ready()
@@ -51,6 +56,12 @@ def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[SharedRedisSer
     finally:
         for server in servers:
             server.cleanup()
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[SharedRedisServer, ...]]:
+    with started_together((SharedRedisServer(tmp_path, redis_url), SharedRedisServer(tmp_path, redis_url))) as servers:
+        yield servers
 
 
 def set_limit(server: Server, token: str, method: str, **limit: int) -> None:

@@ -14,6 +14,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+
 MakeToken = Callable[[str], Awaitable[str]]
 
 
@@ -96,3 +99,14 @@ class Api:
 @pytest.fixture
 async def api(data: httpx.AsyncClient, token: str) -> AsyncIterator[Api]:
     yield Api(data, token)
+
+
+@pytest.fixture
+async def two_pools(redis_url: str) -> AsyncIterator[Runtime]:
+    """Pools "default" and "other", both on the test Redis: tokens and limits are kept per pool name."""
+    pools = {name: PoolConfig(name, url=redis_url) for name in ("default", "other")}
+    runtime = await Runtime.start(Config(pools=pools), run_pumps=False)
+    try:
+        yield runtime
+    finally:
+        await runtime.stop()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 
 from lmstfy_py import __version__
-from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from tests.conftest import client_for
@@ -124,17 +121,6 @@ async def test_admin_unknown_routes(admin: httpx.AsyncClient, method: str, path:
 
 
 # -- a second pool ----------------------------------------------------------------------
-
-
-@pytest.fixture
-async def two_pools(redis_url: str) -> AsyncIterator[Runtime]:
-    # Both pools on one Redis is enough here: tokens are kept per pool name.
-    pools = {name: PoolConfig(name, url=redis_url) for name in ("default", "other")}
-    runtime = await Runtime.start(Config(pools=pools), run_pumps=False)
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
 
 
 async def test_tokens_of_another_pool(two_pools: Runtime) -> None:

@@ -7,7 +7,6 @@ sharing one limit are tested in tests/test_throttle_e2e.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -242,16 +241,6 @@ async def test_a_token_without_a_limit_leaves_no_counter(runtime: Runtime, admin
 
 
 # -- several pools and runtimes --------------------------------------------------------
-
-
-@pytest.fixture
-async def two_pools(redis_url: str) -> AsyncIterator[Runtime]:
-    pools = {name: PoolConfig(name, url=redis_url) for name in ("default", "other")}
-    runtime = await Runtime.start(Config(pools=pools), run_pumps=False)
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
 
 
 async def test_a_token_of_another_pool(two_pools: Runtime) -> None:

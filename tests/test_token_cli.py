@@ -102,7 +102,8 @@ def live_server(tmp: Path, *args: str) -> Iterator[LiveServer]:
 def server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     redis_server.start()
     redis_server.flushall()
-    yield from live_server(tmp_path_factory.mktemp("token-cli"), "--redis-url", redis_server.url)
+    # One worker: the run-time access-log switch (test_accesslog_reads_and_switches) is per worker.
+    yield from live_server(tmp_path_factory.mktemp("token-cli"), "--redis-url", redis_server.url, "--workers", "1")
 
 
 @pytest.fixture(scope="module")

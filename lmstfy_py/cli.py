@@ -60,6 +60,7 @@ def serve(
 ) -> None:
     """Run the server until SIGTERM or Ctrl-C."""
     # Imported here so `lmstfy-py version` and `--help` stay instant.
+    from lmstfy_py import listeners as sockets
     from lmstfy_py import server
 
     # From now on a SIGTERM unwinds like Ctrl-C, so the embedded Redis is always stopped.
@@ -78,14 +79,14 @@ def serve(
         )
         if access_log is not None:
             config = replace(config, server=replace(config.server, access_log=access_log))
-        listeners = server.open_listeners(config.server)
+        listeners = sockets.open_listeners(config.server)
         try:
             with _redis(config) as (config, redis):
                 _announce(server.startup_line(config, listeners, redis), server.exposure_warning(config, listeners))
                 code = server.run(config, listeners)
         finally:
             listeners.close()
-    except (ConfigError, EmbeddedRedisError, server.ListenError) as exc:
+    except (ConfigError, EmbeddedRedisError, sockets.ListenError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         code = 0  # a stop asked for before (or after) the event loop ran: not an error

@@ -4,9 +4,9 @@ One process (`run_worker`) runs the data app and the admin app as two hypercorn 
 event loop around one Runtime, and stops gracefully on SIGTERM or SIGINT: stop accepting, let
 in-flight requests finish (up to GRACEFUL_TIMEOUT), then stop the runtime.
 
-With several workers (`run` with workers > 1) this process creates the listening sockets,
-forks the workers before any event loop exists (each inherits the sockets and serves them),
-and supervises: a stop signal is forwarded to every worker, and a worker that dies on its own
+With several workers (`run` with workers > 1) this process reserves the addresses, forks the
+workers before any event loop exists (each listens on its own socket, see listeners.py), and
+supervises: a stop signal is forwarded to every worker, and a worker that dies on its own
 stops the rest (a supervisor such as systemd restarts the whole server; half a server that
 silently lost a worker is worse than a clear exit 1).
 
@@ -28,7 +28,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from types import FrameType
 from typing import cast
 
@@ -38,7 +37,8 @@ from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
 
 from lmstfy_py import __version__, metrics
-from lmstfy_py.config import Config, ServerConfig
+from lmstfy_py.config import Config
+from lmstfy_py.listeners import BACKLOG, Listeners, url_of
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.web import create_admin_app, create_data_app
@@ -51,66 +51,12 @@ GC_GEN0_THRESHOLD = 50_000
 # A worker gets its graceful timeout plus the runtime's stop before the supervisor kills it.
 WORKER_STOP_TIMEOUT = GRACEFUL_TIMEOUT + 3 * STOP_MARGIN
 SUPERVISE_POLL_S = 0.5
-BACKLOG = 1024
 # A SIGINT ignored when we were started (a background job of a shell script) stays ignored.
 STOP_SIGNALS = (
     (signal.SIGTERM,) if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else (signal.SIGTERM, signal.SIGINT)
 )
 
 log = logging.getLogger(__name__)
-
-
-class ListenError(OSError):
-    """A listening socket could not be opened; the text names the address."""
-
-
-@dataclass
-class Listeners:
-    """The two listening sockets, owned by the process that lives as long as the server."""
-
-    data: socket.socket
-    admin: socket.socket
-
-    def close(self) -> None:
-        self.data.close()
-        self.admin.close()
-
-
-def listen(host: str, port: int, purpose: str) -> socket.socket:
-    """A bound, listening TCP socket on host:port; `purpose` names it in the error."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise ListenError(f"cannot listen on {host}:{port} for the {purpose}: {exc.strerror or exc}") from exc
-    try:
-        # A restart must not wait for the old connections' TIME_WAIT to expire.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(address)
-        sock.listen(BACKLOG)
-    except OSError as exc:
-        sock.close()
-        raise ListenError(f"cannot listen on {host}:{port} for the {purpose}: {exc.strerror or exc}") from exc
-    sock.set_inheritable(True)
-    return sock
-
-
-def open_listeners(server: ServerConfig) -> Listeners:
-    data = listen(server.host, server.port, "data API")
-    try:
-        admin = listen(server.admin_host, server.admin_port, "admin API")
-    except BaseException:
-        data.close()
-        raise
-    return Listeners(data, admin)
-
-
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def startup_line(config: Config, listeners: Listeners, redis: str) -> str:
@@ -306,7 +252,7 @@ def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int]) -> i
         if die_with_parent is not None:
             die_with_parent()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        run_worker(config, listeners)
+        run_worker(config, listeners.for_this_worker())
         code = 0
     except KeyboardInterrupt:
         code = 0

@@ -17,9 +17,9 @@ Ceilings, same machine, same run:
   RPOP, ZADD; -P 1, -c = clients). Needs redis-tools: `apt-get update && apt-get install -y
   redis-tools`; without it that ceiling prints "skipped".
 
-The server's pid is found by the port it listens on (or --server-pid), its Redis as its
-redis-server/valkey-server child (or --redis-pid), the Redis address as that process's
-listening socket (or --redis-socket / --redis-url).
+The server's pid is found by the port it listens on (with workers, their common parent; or
+--server-pid), its Redis as its redis-server/valkey-server child (or --redis-pid), the Redis
+address as that process's listening socket (or --redis-socket / --redis-url).
 """
 
 from __future__ import annotations
@@ -148,15 +148,19 @@ def listening_inodes(port: int) -> set[int]:
 
 
 def server_pid_by_port(port: int) -> int:
-    """The process listening on `port` whose parent does not: with workers, the supervisor."""
+    """The process listening on `port` whose parent does not; with workers, their supervisor."""
     inodes = listening_inodes(port)
     parent_of = parents()
     holders = {pid for pid in parent_of if socket_inodes(pid) & inodes}
-    roots = [pid for pid in holders if parent_of[pid] not in holders]
+    roots = {pid for pid in holders if parent_of[pid] not in holders}
+    # On Linux each worker listens on a socket of its own and the supervisor on none (listeners.py).
+    supervisors = {parent_of[pid] for pid in roots}
+    if len(roots) > 1 and len(supervisors) == 1:
+        roots = supervisors
     if len(roots) != 1:
         found = sorted(holders)
         raise SystemExit(f"bench: cannot tell the server process on port {port} (found {found}); give --server-pid")
-    return roots[0]
+    return roots.pop()
 
 
 def redis_child(server_pid: int, parent_of: dict[int, int]) -> int | None:

@@ -2,9 +2,10 @@
 """A trivial HTTP endpoint served exactly as `lmstfy-py serve` serves its apps: the bench's ceiling.
 
 Every request gets 200 `{"msg":"ok"}`. The serving stack is lmstfy_py.server's own: the same
-listening socket (`listen`: backlog, TCP_NODELAY), the same hypercorn settings
-(`hypercorn_config`: access log off, graceful timeout), the same event loop (uvloop when
-installed), the same GC tuning, and `--workers` processes forked after the socket is open.
+listening sockets (lmstfy_py.listeners: one per worker on Linux, backlog, TCP_NODELAY), the same
+hypercorn settings (`hypercorn_config`: access log off, graceful timeout), the same event loop
+(uvloop when installed), the same GC tuning, and `--workers` processes forked after the address
+is reserved.
 So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
@@ -35,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lmstfy_py import server
+from lmstfy_py import listeners, server
 from lmstfy_py.store.embedded import parent_death_hook
 
 BODY = b'{"msg":"ok"}'
@@ -88,7 +89,7 @@ def fork_worker(kind: str, sock: socket.socket) -> int:
         if die_with_parent is not None:
             die_with_parent()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-        run_worker(kind, sock)
+        run_worker(kind, listeners.listening(sock))
         code = 0
     finally:
         os._exit(code)
@@ -98,7 +99,7 @@ def supervise(kind: str, sock: socket.socket, workers: int) -> None:
     """Fork the workers, wait for SIGTERM/SIGINT, pass it on, reap them."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     pids = [fork_worker(kind, sock) for _ in range(workers)]
-    print(f"trivial_app: {kind} on {server.url_of(sock)}, {workers} workers", file=sys.stderr, flush=True)
+    print(f"trivial_app: {kind} on {listeners.url_of(sock)}, {workers} workers", file=sys.stderr, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -115,9 +116,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--app", choices=["raw", "starlette"], default="raw")
     args = parser.parse_args()
-    sock = server.listen(args.host, args.port, "trivial endpoint")
+    if args.workers == 1 or not listeners.SHARES_PORTS:
+        sock = listeners.listen(args.host, args.port, "trivial endpoint")
+    else:
+        sock = listeners.reserve(args.host, args.port, "trivial endpoint")
     if args.workers == 1:
-        print(f"trivial_app: {args.app} on {server.url_of(sock)}, 1 worker", file=sys.stderr, flush=True)
+        print(f"trivial_app: {args.app} on {listeners.url_of(sock)}, 1 worker", file=sys.stderr, flush=True)
         run_worker(args.app, sock)
     else:
         supervise(args.app, sock, args.workers)

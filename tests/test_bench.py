@@ -18,18 +18,18 @@ BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
 BENCH_TIMEOUT = 60
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+@pytest.fixture(params=["1"])
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Server]:
     running = Server(tmp_path, tmp_path / "data", free_port(), free_port())
     try:
-        yield running.start("--workers", "1")
+        yield running.start("--workers", request.param)
     finally:
         running.cleanup()
 
 
-def run_bench(server: Server, report: Path) -> subprocess.CompletedProcess[str]:
+def run_bench(server: Server, report: Path, *more: str) -> subprocess.CompletedProcess[str]:
     args = ["--url", server.data_url, "--admin", server.admin_url, "--duration", "1", "--clients", "4"]
-    args += ["--scenarios", "publish,consume_ack", "--workers", "1", "--settle", "0", "--json", str(report)]
+    args += ["--scenarios", "publish,consume_ack", "--workers", "1", "--settle", "0", "--json", str(report), *more]
     return subprocess.run(
         [sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=BENCH_TIMEOUT, check=False
     )
@@ -52,3 +52,14 @@ def test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace(server
     # Its namespaces are purged: nothing of the bench stays on the server.
     listed = httpx.get(f"{server.admin_url}/namespaces").json()["namespaces"]
     assert [n["namespace"] for n in listed if n["namespace"].startswith("bench-")] == [], listed
+
+
+@pytest.mark.parametrize("server", ["2"], indirect=True)
+def test_bench_finds_a_server_with_workers_as_their_supervisor(server: Server, tmp_path: Path) -> None:
+    done = run_bench(server, tmp_path / "bench.json", "--scenarios", "publish", "--ceilings", "")
+    assert done.returncode == 0, done.stderr
+    assert server.proc is not None
+    # Each worker listens on a socket of its own: the server is their parent, which holds none.
+    assert f"server={server.proc.pid}, redis={server.redis_pid}" in done.stdout, done.stdout + done.stderr
+    results = {r["name"]: r for r in json.loads((tmp_path / "bench.json").read_text())["results"]}
+    assert results["publish"]["server_cpu_pct"] > 0

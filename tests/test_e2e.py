@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -225,6 +226,59 @@ def test_several_workers_serve_and_stop_together(make_server: Callable[[], Serve
         assert size(client) == 6
     stop_gracefully(server)
     assert not any(alive(pid) for pid in children)
+
+
+def accepted_by(pid: int, port: int) -> int:
+    """How many connections to local `port` process `pid` has accepted and holds open."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
+            if local_port == port and state == "01":  # ESTABLISHED
+                inodes.add(f"socket:[{inode}]")
+    fds = Path(f"/proc/{pid}/fd")
+    return sum(1 for fd in fds.iterdir() if os.readlink(fd) in inodes)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="one socket per worker is Linux-only")
+def test_connections_opened_at_once_are_shared_by_the_workers(make_server: Callable[[], Server]) -> None:
+    server = make_server().start("--workers", "2")
+    assert server.proc is not None
+    workers = [pid for pid in child_pids(server.proc.pid) if pid != server.redis_pid]
+    # Opened together, as a pool of clients does: a shared listening socket let one worker take them all.
+    clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(32)]
+    try:
+        assert wait_until(lambda: sum(accepted_by(pid, server.port) for pid in workers) == 32, 5)
+        # Spread by a hash of the client's port: fewer than 4 of 32 on one worker has odds of 1e-6.
+        assert min(accepted_by(pid, server.port) for pid in workers) >= 4
+    finally:
+        for client in clients:
+            client.close()
+    stop_gracefully(server)
+
+
+def test_a_second_server_on_a_busy_port_exits_2_naming_it(make_server: Callable[[], Server], tmp_path: Path) -> None:
+    server = make_server().start("--workers", "2")
+    flags = [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(server.port),
+        "--admin-port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path / "other"),
+    ]
+    done = subprocess.run(
+        [*serve_command(), *flags, "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{server.port} for the data API" in done.stderr
+    stop_gracefully(server)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lmstfy_py import listeners as sockets
 from lmstfy_py import server
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
@@ -149,9 +150,9 @@ def test_authorized_needs_user_and_password_of_the_same_account() -> None:
 # -- the start-up warning ------------------------------------------------------------------
 
 
-def _listeners(admin_host: str) -> server.Listeners:
-    return server.Listeners(
-        server.listen("127.0.0.1", free_port(), "data API"), server.listen(admin_host, free_port(), "admin API")
+def _listeners(admin_host: str) -> sockets.Listeners:
+    return sockets.Listeners(
+        sockets.listen("127.0.0.1", free_port(), "data API"), sockets.listen(admin_host, free_port(), "admin API")
     )
 
 
@@ -180,7 +181,7 @@ def test_exposure_warning_on_ipv6() -> None:
         pytest.skip("no IPv6")
     try:
         listeners = _listeners("::")
-    except server.ListenError:
+    except sockets.ListenError:
         pytest.skip("cannot listen on ::")
     try:
         assert server.exposure_warning(Config(), listeners) is not None

@@ -8,11 +8,14 @@ scripts/loadclient.py: a client library's pool would serialize them) and prints 
 requests/s, jobs/s, request latency p50/p99, and the CPU of the server (its process and every
 descendant, i.e. all workers) and of its Redis, read from /proc over the scenario's window.
 The bench creates a token in a fresh namespace (`bench-<time>`) and purges that namespace at
-the end. Scenarios: publish, bulk, consume_ack, consume100, pubsub, timers (see docs/PERFORMANCE.md).
+the end. Scenarios: publish, bulk, consume_ack, consume100, consume100_batch, pubsub, timers (see
+docs/PERFORMANCE.md).
 
 Ceilings, same machine, same run:
 - `trivial`: scripts/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
   hypercorn settings, uvloop and `--workers`, under the same keep-alive GET load.
+- `trivial-redis`: the same endpoint making one EVALSHA round trip to the server's Redis per
+  request, through lmstfy-py's own pool client: the ceiling of a route with one Redis call.
 - `redis`: redis-benchmark against the server's Redis (EVALSHA of a publish-like script, LPUSH,
   RPOP, ZADD; -P 1, -c = clients). Needs redis-tools: `apt-get update && apt-get install -y
   redis-tools`; without it that ceiling prints "skipped".
@@ -47,14 +50,14 @@ import httpx
 from loadclient import Answer, Connection
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "pubsub", "timers"]
+SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "consume100_batch", "pubsub", "timers"]
 # lmstfy (Go) reference figures the issue compares against.
 LMSTFY_REFERENCE = {"publish": 11_300.0, "consume_ack": 5_600.0, "pubsub": 3_400.0}
 BULK = 64
 PAYLOAD = b"bench-job-payload-0123456789abcdef"
 TTR = 60
 # Jobs prefilled per second of --duration: more than the scenario can take, within reason.
-PREFILL_PER_S = {"consume_ack": 8_000, "consume100": 20_000}
+PREFILL_PER_S = {"consume_ack": 8_000, "consume100": 20_000, "consume100_batch": 40_000}
 TIMER_DELAY_MS = (1000, 3000)
 REDIS_KEY_PREFIX = "lmstfy-bench:{b}:"
 EVAL_SCRIPT = """
@@ -227,6 +230,9 @@ class RedisTarget:
 
     def describe(self) -> str:
         return f"unix:{self.socket}" if self.socket else str(self.url)
+
+    def url_of(self) -> str:
+        return f"unix://{self.socket}" if self.socket else self.url or "redis://127.0.0.1:6379/0"
 
 
 def find_redis_target(args: argparse.Namespace, redis_pid: int | None) -> RedisTarget | None:
@@ -516,6 +522,24 @@ def batch_consumer(t: Target, queue: str) -> Worker:
     return run
 
 
+def batch_acker(t: Target, queue: str) -> Worker:
+    """count=100 consume, then one batch ACK of every job (DELETE .../jobs) on the same connection."""
+
+    async def run(rec: Recorder) -> None:
+        conn = t.connect()
+        while rec.open:
+            answer = await rec.timed(conn, "GET", t.path(queue), t.params(ttr=TTR, count=100))
+            if expect(answer, 200, 404).status == 404:
+                break
+            jobs = answer.json()
+            ids = ",".join(job["job_id"] for job in jobs)
+            expect(await rec.timed(conn, "DELETE", t.path(queue, "jobs"), t.params(job_id=ids)), 204)
+            rec.done(len(jobs))
+        await conn.close()
+
+    return run
+
+
 async def ack_all(t: Target, rec: Recorder, conn: Connection, queue: str, ids: list[str]) -> None:
     for job_id in ids:
         expect(await rec.timed(conn, "DELETE", t.path(queue, "job", job_id), t.params()), 204)
@@ -540,6 +564,14 @@ async def run_consume_ack(t: Target, meter: Meter) -> Result:
 async def run_consume100(t: Target, meter: Meter) -> Result:
     filled = await prefill(t, "consume100", int(PREFILL_PER_S["consume100"] * t.duration))
     result = await measure("consume100", meter, [batch_consumer(t, "consume100") for _ in range(t.clients)], t.duration)
+    result.extra["prefill_s"] = filled
+    return result
+
+
+async def run_consume100_batch(t: Target, meter: Meter) -> Result:
+    name = "consume100_batch"
+    filled = await prefill(t, name, int(PREFILL_PER_S[name] * t.duration))
+    result = await measure(name, meter, [batch_acker(t, name) for _ in range(t.clients)], t.duration)
     result.extra["prefill_s"] = filled
     return result
 
@@ -623,18 +655,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def run_trivial(args: argparse.Namespace, workers: int) -> Result:
+async def run_trivial(args: argparse.Namespace, workers: int, app: str, redis_url: str = "") -> Result:
     port = free_port()
-    argv = [sys.executable, str(ROOT / "scripts" / "trivial_app.py"), "--port", str(port)]
-    proc = subprocess.Popen(
-        [*argv, "--workers", str(workers), "--app", args.trivial_app], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    argv = [sys.executable, str(ROOT / "scripts" / "trivial_app.py"), "--port", str(port), "--app", app]
+    argv += ["--redis-url", redis_url] if redis_url else []
+    proc = subprocess.Popen([*argv, "--workers", str(workers)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         await wait_listening(("127.0.0.1", port), proc)
         await asyncio.sleep(0.5)  # every worker up, not just the first
         meter = Meter(Processes(proc.pid, None), None)
         t = Target(("127.0.0.1", port), "x", "x", args.clients, args.duration, 0)
-        return await measure(f"trivial-{args.trivial_app}", meter, [getter(t) for _ in range(args.clients)], t.duration)
+        return await measure(f"trivial-{app}", meter, [getter(t) for _ in range(args.clients)], t.duration)
     finally:
         proc.terminate()
         try:
@@ -695,10 +726,14 @@ def line_of(r: Result) -> str:
     return text
 
 
-def add_ratios(results: list[Result], trivial: Result | None, redis_ops: dict[str, float] | None) -> None:
+def add_ratios(
+    results: list[Result], trivial: Result | None, trivial_redis: Result | None, redis_ops: dict[str, float] | None
+) -> None:
     for r in results:
         if trivial and trivial.req_per_s:
             r.ratios["req/trivial"] = r.req_per_s / trivial.req_per_s
+        if trivial_redis and trivial_redis.req_per_s:
+            r.ratios["req/trivial+redis"] = r.req_per_s / trivial_redis.req_per_s
         if r.name in LMSTFY_REFERENCE:
             r.ratios["jobs/lmstfy"] = r.jobs_per_s / LMSTFY_REFERENCE[r.name]
         if redis_ops and r.redis_scripts_per_s is not None:
@@ -747,6 +782,7 @@ async def run_scenarios(args: argparse.Namespace, base: Target, meter: Meter) ->
         "bulk": lambda t: run_bulk(t, meter),
         "consume_ack": lambda t: run_consume_ack(t, meter),
         "consume100": lambda t: run_consume100(t, meter),
+        "consume100_batch": lambda t: run_consume100_batch(t, meter),
         "pubsub": lambda t: run_pubsub(t, meter),
         "timers": lambda t: run_timers(t, meter, args.timer_jobs),
     }
@@ -781,22 +817,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 async def ceilings(args: argparse.Namespace, results: list[Result], redis_target: RedisTarget | None) -> dict[str, Any]:
     trivial = None
     if "trivial" in args.ceilings:
-        trivial = await run_trivial(args, args.workers)
+        trivial = await run_trivial(args, args.workers, args.trivial_app)
         print(line_of(trivial), flush=True)
+    trivial_redis = None
+    if "trivial-redis" in args.ceilings and redis_target:
+        trivial_redis = await run_trivial(args, args.workers, "redis", redis_target.url_of())
+        print(line_of(trivial_redis), flush=True)
     redis_ops = None
     if "redis" in args.ceilings:
         redis_ops = redis_benchmark(redis_target, args.clients, min(args.duration / 2, 3)) if redis_target else None
         shown = " ".join(f"{k} {v:,.0f}/s" for k, v in redis_ops.items()) if redis_ops else "skipped"
         print(f"{'redis-benchmark':<16} -P 1 -c {args.clients}: {shown}", flush=True)
-    add_ratios(results, trivial, redis_ops)
+    add_ratios(results, trivial, trivial_redis, redis_ops)
     print("ratios:", flush=True)
     for r in results:
-        print("  " + f"{r.name:<16}" + " ".join(f"{k} {v:.2f}" for k, v in r.ratios.items()), flush=True)
+        print("  " + f"{r.name:<17}" + " ".join(f"{k} {v:.2f}" for k, v in r.ratios.items()), flush=True)
     return {
         "machine": machine(),
         "settings": {k: v for k, v in vars(args).items() if k != "json"},
         "results": [asdict(r) | {"req_per_s": r.req_per_s, "jobs_per_s": r.jobs_per_s} for r in results],
         "trivial": asdict(trivial) | {"req_per_s": trivial.req_per_s} if trivial else None,
+        "trivial_redis": asdict(trivial_redis) | {"req_per_s": trivial_redis.req_per_s} if trivial_redis else None,
         "redis_benchmark": redis_ops,
         "lmstfy_reference": LMSTFY_REFERENCE,
     }
@@ -806,14 +847,15 @@ def markdown(report: dict[str, Any]) -> str:
     """The results as the Markdown table of docs/PERFORMANCE.md (from a --json report too)."""
     rows = [
         "| scenario | req/s | jobs/s | p50 ms | p99 ms | CPU server | CPU Redis | CPU other | "
-        "req/s ÷ trivial | jobs/s ÷ lmstfy | Lua/s ÷ EVALSHA |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "req/s ÷ trivial | req/s ÷ trivial+redis | jobs/s ÷ lmstfy | Lua/s ÷ EVALSHA |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in report["results"]:
         ratios = r["ratios"]
         cells = [r["name"], fmt(r["req_per_s"]), fmt(r["jobs_per_s"]), f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}"]
         cells += [fmt(r["server_cpu_pct"], "%"), fmt(r["redis_cpu_pct"], "%"), fmt(r["other_cpu_pct"], "%")]
-        cells += [f"{ratios[k]:.2f}" if k in ratios else "" for k in ("req/trivial", "jobs/lmstfy", "lua/evalsha")]
+        named = ("req/trivial", "req/trivial+redis", "jobs/lmstfy", "lua/evalsha")
+        cells += [f"{ratios[k]:.2f}" if k in ratios else "" for k in named]
         rows.append("| " + " | ".join(cells) + " |")
     for r in report["results"]:
         if "late_p50_ms" in r["extra"]:
@@ -824,13 +866,14 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def ceiling_rows(report: dict[str, Any]) -> list[str]:
-    trivial, ops = report["trivial"], report["redis_benchmark"]
+    ops = report["redis_benchmark"]
     rows = [""]
-    if trivial:
-        rows.append(
-            f"Ceilings: {trivial['name']} {fmt(trivial['req_per_s'])} req/s (p50 {trivial['p50_ms']:.1f} ms, "
-            f"CPU {fmt(trivial['server_cpu_pct'], '%')});"
-        )
+    for trivial in (report["trivial"], report.get("trivial_redis")):
+        if trivial:
+            rows.append(
+                f"Ceiling: {trivial['name']} {fmt(trivial['req_per_s'])} req/s (p50 {trivial['p50_ms']:.1f} ms, "
+                f"CPU {fmt(trivial['server_cpu_pct'], '%')});"
+            )
     shown = ", ".join(f"{k.upper()} {v:,.0f}/s" for k, v in ops.items()) if ops else "skipped"
     rows.append(f"redis-benchmark -P 1 -c {report['settings']['clients']}: {shown}.")
     return rows
@@ -851,7 +894,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario")
     parser.add_argument("--clients", type=int, default=32, help="concurrent keep-alive connections")
     parser.add_argument("--scenarios", type=lambda s: names(s, SCENARIOS), default=SCENARIOS, help=",".join(SCENARIOS))
-    parser.add_argument("--ceilings", type=lambda s: names(s, ["trivial", "redis"]), default=["trivial", "redis"])
+    every_ceiling = ["trivial", "trivial-redis", "redis"]
+    parser.add_argument("--ceilings", type=lambda s: names(s, every_ceiling), default=every_ceiling)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="trivial endpoint workers")
     parser.add_argument("--trivial-app", choices=["raw", "starlette"], default="raw")
     parser.add_argument("--ack-conns", type=int, default=4, help="consume100: ACK connections per client")

@@ -9,7 +9,10 @@ is reserved.
 So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
-Starlette app with one route and no middleware (what the framework alone costs).
+Starlette app with one route and no middleware (what the framework alone costs); `--app redis`
+is the bare callable plus one EVALSHA round trip per request (a script that returns 1, through
+lmstfy-py's own pool client on `--redis-url`): the ceiling of any route that makes one Redis
+call, which every job route does.
 
     .venv/bin/python scripts/trivial_app.py --port 7790 --workers 2
 """
@@ -37,7 +40,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from lmstfy_py import listeners, server
+from lmstfy_py.config import PoolConfig
+from lmstfy_py.store import pools
 from lmstfy_py.store.embedded import parent_death_hook
+from lmstfy_py.store.scripts import Script
 
 BODY = b'{"msg":"ok"}'
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
@@ -54,6 +60,20 @@ async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         return
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     await send({"type": "http.response.body", "body": BODY})
+
+
+def redis_app(url: str) -> ASGIFramework:
+    """raw_app after one EVALSHA through a client built as lmstfy-py builds its request client."""
+    client, blocking = pools.connect(PoolConfig("default", url=url))
+    script = Script("one", "return 1")
+
+    async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await script(client, [], [])
+        await raw_app(scope, receive, send)
+
+    del blocking  # lmstfy-py's long-poll client; no connection is opened until it is used
+    return cast(ASGIFramework, app)
 
 
 async def ok(request: Request) -> Response:
@@ -73,13 +93,19 @@ async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
     await hypercorn_serve(app, server.hypercorn_config(sock), shutdown_trigger=stop.wait)
 
 
-def run_worker(kind: str, sock: socket.socket) -> None:
-    app = cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
+def app_of(kind: str, redis_url: str) -> ASGIFramework:
+    if kind == "redis":
+        return redis_app(redis_url)
+    return cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
+
+
+def run_worker(kind: str, sock: socket.socket, redis_url: str = "") -> None:
+    app = app_of(kind, redis_url)
     with asyncio.Runner(loop_factory=server._loop_factory()) as runner:
         runner.run(serve_until_stopped(app, sock))
 
 
-def fork_worker(kind: str, sock: socket.socket) -> int:
+def fork_worker(kind: str, sock: socket.socket, redis_url: str) -> int:
     die_with_parent = parent_death_hook()
     pid = os.fork()
     if pid:
@@ -89,16 +115,16 @@ def fork_worker(kind: str, sock: socket.socket) -> int:
         if die_with_parent is not None:
             die_with_parent()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-        run_worker(kind, listeners.listening(sock))
+        run_worker(kind, listeners.listening(sock), redis_url)
         code = 0
     finally:
         os._exit(code)
 
 
-def supervise(kind: str, sock: socket.socket, workers: int) -> None:
+def supervise(kind: str, sock: socket.socket, workers: int, redis_url: str) -> None:
     """Fork the workers, wait for SIGTERM/SIGINT, pass it on, reap them."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    pids = [fork_worker(kind, sock) for _ in range(workers)]
+    pids = [fork_worker(kind, sock, redis_url) for _ in range(workers)]
     print(f"trivial_app: {kind} on {listeners.url_of(sock)}, {workers} workers", file=sys.stderr, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     for pid in pids:
@@ -114,17 +140,20 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--app", choices=["raw", "starlette"], default="raw")
+    parser.add_argument("--app", choices=["raw", "starlette", "redis"], default="raw")
+    parser.add_argument("--redis-url", default="", help="for --app redis: the Redis to call")
     args = parser.parse_args()
+    if args.app == "redis" and not args.redis_url:
+        parser.error("--app redis needs --redis-url")
     if args.workers == 1 or not listeners.SHARES_PORTS:
         sock = listeners.listen(args.host, args.port, "trivial endpoint")
     else:
         sock = listeners.reserve(args.host, args.port, "trivial endpoint")
     if args.workers == 1:
         print(f"trivial_app: {args.app} on {listeners.url_of(sock)}, 1 worker", file=sys.stderr, flush=True)
-        run_worker(args.app, sock)
+        run_worker(args.app, sock, args.redis_url)
     else:
-        supervise(args.app, sock, args.workers)
+        supervise(args.app, sock, args.workers, args.redis_url)
 
 
 if __name__ == "__main__":

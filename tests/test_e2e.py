@@ -219,11 +219,16 @@ def test_several_workers_serve_and_stop_together(make_server: Callable[[], Serve
     children = child_pids(server.proc.pid)
     assert len(children) == 3  # two workers and the embedded Redis
     token = create_token(server)
-    for i in range(6):  # a fresh connection each time, whichever worker accepts it
+    request_ids = set()
+    for i in range(16):  # a fresh connection each time, whichever worker accepts it
         with httpx.Client(base_url=server.data_url, timeout=5) as client:
-            publish(client, token, f"job-{i}".encode())
+            response = client.put(f"/api/{NS}/{QUEUE}", content=f"job-{i}".encode(), headers={"X-Token": token})
+            assert response.status_code == 201, response.text
+            request_ids.add(response.headers["x-request-id"])
+    # Each worker draws its own request ids: none repeats another worker's.
+    assert len(request_ids) == 16
     with httpx.Client(base_url=server.data_url, timeout=5) as client:
-        assert size(client) == 6
+        assert size(client) == 16
     stop_gracefully(server)
     assert not any(alive(pid) for pid in children)
 

@@ -183,9 +183,17 @@ class Engine:
     # -- ack, peek, size -------------------------------------------------------
 
     async def ack(self, ns: str, queue: str, job_id: str) -> bool:
-        call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), keys.ready(ns, queue), keys.dead(ns, queue)]
-        found = bool(await self.scripts.ack(self.redis, call_keys, [ns, queue, job_id]))
-        self.observer.acked(self.pool, ns, queue, job_id)
+        return await self.ack_many(ns, queue, [job_id]) == 1
+
+    async def ack_many(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
+        """ACKs the jobs in one script call; returns how many still existed. Each id counts as one ACK."""
+        if not job_ids:
+            return 0
+        call_keys = [keys.timer(ns), keys.ready(ns, queue), keys.dead(ns, queue)]
+        call_keys += [keys.job(ns, queue, job_id) for job_id in job_ids]
+        found = int(await self.scripts.ack(self.redis, call_keys, [ns, queue, *job_ids]))
+        for job_id in job_ids:
+            self.observer.acked(self.pool, ns, queue, job_id)
         return found
 
     async def peek_queue(self, ns: str, queue: str) -> Job:

@@ -87,6 +87,10 @@ class MigrationEngine(Engine):
         acked_old = await self.old.ack(ns, queue, job_id)
         return await self.new.ack(ns, queue, job_id) or acked_old
 
+    async def ack_many(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
+        # A job lives in one pool only: the counts add up.
+        return await self.old.ack_many(ns, queue, job_ids) + await self.new.ack_many(ns, queue, job_ids)
+
     async def peek_queue(self, ns: str, queue: str) -> Job:
         try:
             return await self.old.peek_queue(ns, queue)

@@ -25,11 +25,12 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
     async def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+        # execute_command, not client.evalsha: that wrapper inspects its arguments on every call.
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
+            return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
     def queue(self, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
         """Adds this call to a pipeline; see run_pipeline for the NOSCRIPT case."""

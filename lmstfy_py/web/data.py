@@ -5,9 +5,9 @@ prefix), then the token itself (except the two size routes, which are public). T
 parses its parameters, makes one engine call and shapes the answer; errors are raised and
 rendered by errors.py.
 
-Routes with more than two segments after /api are declared apart from the two-segment
-one, so a queue literally named "peek" or "size" is still published to and consumed from
-at /api/{ns}/peek, while /api/{ns}/{q}/peek always peeks.
+A route pattern matches one number of path segments, so a queue literally named "peek" or
+"size" is still published to and consumed from at /api/{ns}/peek, while /api/{ns}/{q}/peek
+always peeks.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ async def _authorize(request: Request, ns: str, queue: str, need_token: bool = T
     runtime = _runtime(request)
     pool, token = params.split_token(params.request_token(request))
     engine = runtime.pools.get(pool)
+    request.state.pool = pool  # the metrics' pool label (web/instrument.py), without parsing again
     if need_token:
         if not token:
             raise Unauthorized("token not found")
@@ -182,6 +183,13 @@ async def ack(request: Request) -> Response:
     return _no_content()  # whether or not the job still existed, as lmstfy
 
 
+async def ack_many(request: Request) -> Response:
+    """Beyond lmstfy: DELETE .../jobs?job_id=ID1,ID2&job_id=ID3 ACKs up to 100 jobs in one Lua call."""
+    target = await _target(request)
+    await target.engine.ack_many(target.ns, target.queue, params.job_ids(request.query_params))
+    return _no_content()  # as the single ACK, whether or not the jobs still existed
+
+
 async def peek_queue(request: Request) -> Response:
     target = await _target(request)
     return JSONResponse(job_json(await target.engine.peek_queue(target.ns, target.queue), consumed=False))
@@ -240,19 +248,22 @@ async def dead_letter_size(request: Request) -> Response:
 
 
 QUEUE = "/api/{ns}/{queue}"
+# The router tries the routes of a method in this order: the job routes every worker calls all
+# day first. A two-segment pattern never matches a longer path, so the order changes nothing else.
 ROUTES = [
-    route(QUEUE + "/peek", "GET", peek_queue),
-    route(QUEUE + "/size", "GET", size),
+    route(QUEUE, "PUT", publish),
+    route(QUEUE, "GET", consume),
+    route(QUEUE + "/job/{job_id}", "DELETE", ack),
+    route(QUEUE + "/jobs", "DELETE", ack_many),
     route(QUEUE + "/bulk", "PUT", publish_bulk),
     route(QUEUE + "/job/{job_id}", "PUT", republish),
+    route(QUEUE + "/peek", "GET", peek_queue),
+    route(QUEUE + "/size", "GET", size),
     route(QUEUE + "/job/{job_id}", "GET", peek_job),
-    route(QUEUE + "/job/{job_id}", "DELETE", ack),
     route(QUEUE + "/deadletter", "GET", peek_dead_letter),
     route(QUEUE + "/deadletter", "PUT", respawn_dead_letter),
     route(QUEUE + "/deadletter", "DELETE", delete_dead_letter),
     route(QUEUE + "/deadletter/size", "GET", dead_letter_size),
-    route(QUEUE, "GET", consume),
-    route(QUEUE, "PUT", publish),
     route(QUEUE, "DELETE", destroy),
 ]
 

@@ -1,10 +1,9 @@
 """The one place where an exception becomes an HTTP response.
 
 Handlers raise `LmstfyError` subclasses and let Redis errors propagate; `as_lmstfy_error`
-maps everything else onto an `LmstfyError`, and `render` turns it into JSON. Two hooks
-feed it: Starlette's handler for its own routing errors (which its ExceptionMiddleware
-would otherwise answer in plain text), and `middleware.RequestMiddleware` for every other
-exception, which also gives error responses their X-Request-ID.
+maps everything else onto an `LmstfyError`, and `render` turns it into JSON. One place feeds
+it: `middleware.RequestMiddleware`, for every exception, Starlette's routing errors (404, 405)
+included, which also gives error responses their X-Request-ID.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.errors import Forbidden, InvalidParameter, LmstfyError, NotFound, StorageUnavailable
@@ -78,10 +77,3 @@ def as_lmstfy_error(exc: Exception) -> LmstfyError:
 def render(err: LmstfyError) -> Response:
     headers = {"WWW-Authenticate": BASIC_CHALLENGE} if isinstance(err, Forbidden) else None
     return JSONResponse(err.body(), status_code=err.status, headers=headers)
-
-
-async def http_exception_handler(request: Request, exc: Exception) -> Response:
-    return render(as_lmstfy_error(exc))
-
-
-EXCEPTION_HANDLERS = {HTTPException: http_exception_handler}

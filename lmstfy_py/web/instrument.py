@@ -86,5 +86,8 @@ def _pool(scope: Scope, app: object, route: Route | None) -> str:
     runtime = getattr(getattr(app, "state", None), "runtime", None)
     if route is None or runtime is None:
         return ""
+    known: str | None = scope.get("state", {}).get("pool")  # an existing pool, noted by data._authorize
+    if known is not None:
+        return known
     pool, _ = params.split_token(params.request_token(Request(scope)))
     return pool if pool in runtime.pools else ""

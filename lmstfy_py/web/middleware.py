@@ -1,24 +1,32 @@
 """The stack both apps share: pure ASGI middleware (never BaseHTTPMiddleware, which breaks
-contextvars and long-polls), the error handling of errors.py, and one-method routes."""
+contextvars and long-polls), the error handling of errors.py, and one-method routes.
+
+Every layer between hypercorn and a handler costs every request a call and often a wrapped
+`send`, so the stack is Starlette's parts without its extras: `RequestMiddleware` outermost
+(it answers every exception, which makes Starlette's ServerErrorMiddleware and
+ExceptionMiddleware redundant), a router that tries only the routes of the request's method,
+and endpoints called without Starlette's per-request exception wrapper.
+"""
 
 from __future__ import annotations
 
+import random
 import re
 import time
-import uuid
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lmstfy_py.web import accesslog, instrument
-from lmstfy_py.web.errors import EXCEPTION_HANDLERS, as_lmstfy_error, render
+from lmstfy_py.web.errors import as_lmstfy_error, render
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -31,14 +39,16 @@ _SANE_REQUEST_ID = re.compile(r"[-A-Za-z0-9_.:+/=]{1,128}")
 def request_id(incoming: str | None) -> str:
     if incoming is not None and _SANE_REQUEST_ID.fullmatch(incoming):
         return incoming
-    return uuid.uuid4().hex
+    # 128 random bits like a uuid4, without its read of os.urandom per request; `random`
+    # reseeds itself in every forked worker, so workers never repeat each other's ids.
+    return f"{random.getrandbits(128):032x}"
 
 
 class RequestMiddleware:
     """The one wrapper every request passes through, outermost.
 
-    It gives every response an X-Request-ID (the caller's, if sane, else a fresh uuid4; also
-    left in `request.state.request_id` for logs), answers any exception a handler raises
+    It gives every response an X-Request-ID (the caller's, if sane, else 128 fresh random bits
+    in hex; also left in `request.state.request_id` for logs), answers any exception a handler raises
     (unless the response has already begun) through errors.py, and times the request and
     notes its status for the metrics and, while on, the access log. One layer rather than
     three: each layer wraps `send` again for every request, and this is the hot path.
@@ -78,25 +88,70 @@ class RequestMiddleware:
                 accesslog.write(scope, status, seconds)
 
 
+class MethodRouter:
+    """Tries only the routes of the request's method, in their declared order.
+
+    Starlette's router tries every route in turn (a publish was matched against 13 patterns).
+    Whatever no route of its method takes (404, 405, redirects) and lifespan events go to
+    Starlette's router, which answers them as before.
+    """
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.by_method: dict[str, list[Route]] = defaultdict(list)
+        for found in router.routes:
+            for method in getattr(found, "methods", None) or ():
+                self.by_method[method].append(cast(Route, found))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for found in self.by_method.get(scope["method"], ()):
+                match, child_scope = found.matches(scope)
+                if match is Match.FULL:
+                    scope["route"] = found
+                    scope.update(child_scope)
+                    await found.handle(scope, receive, send)
+                    return
+        await self.router(scope, receive, send)
+
+
+class _App(Starlette):
+    def build_middleware_stack(self) -> ASGIApp:
+        app: ASGIApp = MethodRouter(self.router)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
 def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Middleware] = ()) -> Starlette:
     """An app with the stack both ports share; the runtime lives on app.state, not in a global.
 
     `inner` middleware runs inside the shared stack, so its errors are rendered and its
     answers carry a request id, are logged and are counted.
     """
-    app = Starlette(
-        routes=list(routes),
-        middleware=[Middleware(RequestMiddleware), *inner],
-        exception_handlers=dict(EXCEPTION_HANDLERS),
-    )
+    app = _App(routes=list(routes), middleware=[Middleware(RequestMiddleware), *inner])
     app.state.runtime = runtime
     return app
 
 
-def route(path: str, method: str, endpoint: Callable[[Request], Awaitable[Response]]) -> Route:
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def route(path: str, method: str, endpoint: Endpoint) -> Route:
     """A route for exactly one method."""
     found = Route(path, endpoint, methods=[method])
     # Starlette adds HEAD to every GET route; gin does not, and a HEAD that consumed a job
     # (and dropped its body) would lose it for ttr seconds.
     found.methods = {method}
+    found.app = _endpoint_app(endpoint)
     return found
+
+
+def _endpoint_app(endpoint: Endpoint) -> ASGIApp:
+    # Starlette's request_response would wrap every call (and its send) to look up exception
+    # handlers; exceptions go straight to RequestMiddleware instead.
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        response = await endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+    return app

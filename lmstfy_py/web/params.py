@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 
+from lmstfy_py import ids
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
 from lmstfy_py.errors import BodyTooLarge, InvalidParameter
@@ -155,6 +156,22 @@ def queue_list(ns: str, queues: str) -> list[str]:
     for queue in names:
         _check_queue_chars(queue)
     return names
+
+
+def job_ids(query: QueryParams) -> list[str]:
+    """Beyond lmstfy: the ids of a batch ACK, `job_id=ID1&job_id=ID2,ID3`, repeats dropped.
+
+    All are checked before any is used, so one malformed id refuses the whole batch. Empty
+    entries (a trailing comma) are skipped, as in queue lists.
+    """
+    given = [job_id for value in query.getlist("job_id") for job_id in value.split(",") if job_id]
+    if not given:
+        raise InvalidParameter("no job_id given")
+    if len(given) > MAX_CONSUME_COUNT:  # what one consume hands out
+        raise InvalidParameter(f"more than {MAX_CONSUME_COUNT} job ids")
+    if not all(ids.is_valid(job_id) for job_id in given):
+        raise InvalidParameter("invalid job id")
+    return list(dict.fromkeys(given))
 
 
 def request_token(request: Request) -> str:

@@ -311,6 +311,7 @@ TOKEN_ROUTES = [
     ("GET", "/api/{ns}/q"),
     ("GET", "/api/{ns}/q,r"),
     ("DELETE", "/api/{ns}/q/job/{id}"),
+    ("DELETE", "/api/{ns}/q/jobs?job_id={id}"),
     ("GET", "/api/{ns}/q/peek"),
     ("GET", "/api/{ns}/q/job/{id}"),
     ("DELETE", "/api/{ns}/q"),

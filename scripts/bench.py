@@ -817,7 +817,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 async def ceilings(args: argparse.Namespace, results: list[Result], redis_target: RedisTarget | None) -> dict[str, Any]:
     trivial = None
     if "trivial" in args.ceilings:
-        trivial = await run_trivial(args, args.workers, args.trivial_app)
+        url = redis_target.url_of() if redis_target and args.trivial_app.startswith("redis") else ""
+        trivial = await run_trivial(args, args.workers, args.trivial_app, url)
         print(line_of(trivial), flush=True)
     trivial_redis = None
     if "trivial-redis" in args.ceilings and redis_target:
@@ -897,7 +898,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     every_ceiling = ["trivial", "trivial-redis", "redis"]
     parser.add_argument("--ceilings", type=lambda s: names(s, every_ceiling), default=every_ceiling)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="trivial endpoint workers")
-    parser.add_argument("--trivial-app", choices=["raw", "starlette"], default="raw")
+    parser.add_argument("--trivial-app", choices=["raw", "starlette", "redis-pipelined"], default="raw")
     parser.add_argument("--ack-conns", type=int, default=4, help="consume100: ACK connections per client")
     parser.add_argument("--timer-jobs", type=int, default=2000)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each scenario")

@@ -12,7 +12,9 @@ So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, 
 Starlette app with one route and no middleware (what the framework alone costs); `--app redis`
 is the bare callable plus one EVALSHA round trip per request (a script that returns 1, through
 lmstfy-py's own pool client on `--redis-url`): the ceiling of any route that makes one Redis
-call, which every job route does.
+call, which every job route does; `--app redis-pipelined` makes the same call through the
+auto-pipelining client of scripts/bench_redis_client.py (one connection per worker), to measure
+what such a client would save in a server.
 
     .venv/bin/python scripts/trivial_app.py --port 7790 --workers 2
 """
@@ -93,9 +95,27 @@ async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
     await hypercorn_serve(app, server.hypercorn_config(sock), shutdown_trigger=stop.wait)
 
 
+def pipelined_redis_app(url: str) -> ASGIFramework:
+    """raw_app after one EVALSHA through one auto-pipelining connection, opened on first use."""
+    from scripts.bench_redis_client import pipelining
+
+    call: list[Callable[[], Awaitable[Any]]] = []
+
+    async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if not call:
+                call.append(await pipelining(url))
+            await call[0]()
+        await raw_app(scope, receive, send)
+
+    return cast(ASGIFramework, app)
+
+
 def app_of(kind: str, redis_url: str) -> ASGIFramework:
     if kind == "redis":
         return redis_app(redis_url)
+    if kind == "redis-pipelined":
+        return pipelined_redis_app(redis_url)
     return cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
 
 
@@ -140,11 +160,11 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--app", choices=["raw", "starlette", "redis"], default="raw")
+    parser.add_argument("--app", choices=["raw", "starlette", "redis", "redis-pipelined"], default="raw")
     parser.add_argument("--redis-url", default="", help="for --app redis: the Redis to call")
     args = parser.parse_args()
-    if args.app == "redis" and not args.redis_url:
-        parser.error("--app redis needs --redis-url")
+    if args.app.startswith("redis") and not args.redis_url:
+        parser.error(f"--app {args.app} needs --redis-url")
     if args.workers == 1 or not listeners.SHARES_PORTS:
         sock = listeners.listen(args.host, args.port, "trivial endpoint")
     else:

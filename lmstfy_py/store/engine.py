@@ -18,7 +18,7 @@ import msgpack
 from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys
-from lmstfy_py.store.scripts import Arg, Script, Scripts, run_pipeline
+from lmstfy_py.store.scripts import Arg, Command, Script, Scripts, run_pipeline
 from lmstfy_py.store.wake import WakeHub
 from lmstfy_py.types import DeadLetterHead, Job, NewJob
 
@@ -30,6 +30,11 @@ REGISTER_EVERY_S = 10.0
 PURGE_ROUNDS = 5  # purge passes while consumers or pumps move jobs between the structures it empties
 
 ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
+
+
+def _index_due(ns: str, due_ms: int) -> Command:
+    """Lowers the namespace's entry in the due index to due_ms (the pump's sweep reads it)."""
+    return ("ZADD", keys.DUE_INDEX, "LT", due_ms, ns)
 
 
 def now_ms() -> int:
@@ -77,9 +82,13 @@ class EngineObserver:
 
 
 class Engine:
-    def __init__(self, pool: str, client: Any, blocking_client: Any, scripts: Scripts | None = None) -> None:
+    def __init__(
+        self, pool: str, client: Any, blocking_client: Any, scripts: Scripts | None = None, script_client: Any = None
+    ) -> None:
         self.pool = pool
         self.redis = client
+        # The script steps' client: a PipelinedRedis on standalone pools (store/pipelined.py), else `client`.
+        self.script_client = script_client or client
         # Each BRPOP holds a connection for its whole wait: they get their own pool.
         self.blocking = blocking_client
         self.wake_hub = WakeHub(blocking_client)
@@ -103,8 +112,7 @@ class Engine:
             self._publish_call(ns, queue, job, job_id, now, replaces) for job, job_id in zip(jobs, job_ids, strict=True)
         ]
         earliest = min((now + job.delay_ms for job in jobs if job.delay_ms > 0), default=0)
-        tail = (lambda pipe: pipe.zadd(keys.DUE_INDEX, {ns: earliest}, lt=True)) if earliest else None
-        await run_pipeline(self.redis, calls, tail)
+        await run_pipeline(self.script_client, calls, [_index_due(ns, earliest)] if earliest else [])
         if earliest:
             self.on_scheduled(earliest)
         self.observer.published(self.pool, ns, queue, jobs, replaces)
@@ -151,9 +159,7 @@ class Engine:
         call_keys = [keys.timer(ns), *(keys.ready(ns, q) for q in queues), *(keys.wake(ns, q) for q in queues)]
         args: list[Arg] = [due, count, ns, keys.job_prefix(ns), *queues]
         flat, _ = await run_pipeline(
-            self.redis,
-            [(self.scripts.reserve, call_keys, args)],
-            lambda pipe: pipe.zadd(keys.DUE_INDEX, {ns: due}, lt=True),
+            self.script_client, [(self.scripts.reserve, call_keys, args)], [_index_due(ns, due)]
         )
         if flat:
             self.on_scheduled(due)
@@ -191,20 +197,22 @@ class Engine:
             return 0
         call_keys = [keys.timer(ns), keys.ready(ns, queue), keys.dead(ns, queue)]
         call_keys += [keys.job(ns, queue, job_id) for job_id in job_ids]
-        found = int(await self.scripts.ack(self.redis, call_keys, [ns, queue, *job_ids]))
+        found = int(await self.scripts.ack(self.script_client, call_keys, [ns, queue, *job_ids]))
         for job_id in job_ids:
             self.observer.acked(self.pool, ns, queue, job_id)
         return found
 
     async def peek_queue(self, ns: str, queue: str) -> Job:
-        found = await self.scripts.peek(self.redis, [keys.ready(ns, queue)], [keys.job(ns, queue, ""), PEEK_SCAN])
+        found = await self.scripts.peek(
+            self.script_client, [keys.ready(ns, queue)], [keys.job(ns, queue, ""), PEEK_SCAN]
+        )
         if not found:
             raise NotFound("the queue is empty")
         job_id, data, pttl, tries = found
         return self._job(ns, queue, job_id.decode(), data, pttl, tries)
 
     async def peek_job(self, ns: str, queue: str, job_id: str) -> Job:
-        found = await self.scripts.peek_job(self.redis, [keys.job(ns, queue, job_id)], [])
+        found = await self.scripts.peek_job(self.script_client, [keys.job(ns, queue, job_id)], [])
         if not found:
             raise NotFound("job not found")
         data, pttl, tries = found
@@ -226,7 +234,7 @@ class Engine:
         total, left = 0, 1
         while left:
             dropped, left = await self.scripts.destroy(
-                self.redis, [keys.ready(ns, queue), keys.wake(ns, queue)], [keys.job(ns, queue, ""), CHUNK]
+                self.script_client, [keys.ready(ns, queue), keys.wake(ns, queue)], [keys.job(ns, queue, ""), CHUNK]
             )
             total += dropped
         return total
@@ -252,7 +260,9 @@ class Engine:
         """Moves up to `limit` oldest dead jobs back to ready with one try and a fresh ttl."""
         call_keys = [keys.dead(ns, queue), keys.ready(ns, queue), keys.wake(ns, queue)]
         prefix = keys.job(ns, queue, "")
-        count = await self._in_chunks(limit, lambda n: self.scripts.respawn(self.redis, call_keys, [n, ttl_ms, prefix]))
+        count = await self._in_chunks(
+            limit, lambda n: self.scripts.respawn(self.script_client, call_keys, [n, ttl_ms, prefix])
+        )
         self.observer.respawned(self.pool, ns, queue, count)
         return count
 
@@ -260,7 +270,7 @@ class Engine:
         """Deletes up to `limit` oldest dead jobs with their data."""
         prefix = keys.job(ns, queue, "")
         return await self._in_chunks(
-            limit, lambda n: self.scripts.bury(self.redis, [keys.dead(ns, queue)], [n, prefix])
+            limit, lambda n: self.scripts.bury(self.script_client, [keys.dead(ns, queue)], [n, prefix])
         )
 
     @staticmethod
@@ -317,7 +327,7 @@ class Engine:
         """Repeats a chunked script until it reports nothing left; how many jobs it deleted."""
         total, left = 0, 1
         while left:
-            deleted, left = await script(self.redis, call_keys, args)
+            deleted, left = await script(self.script_client, call_keys, args)
             total += deleted
         return total
 
@@ -333,7 +343,7 @@ class Engine:
         ]
         to_ready = to_dead = 0
         while True:
-            ready, dead, next_due = await self.scripts.pump(self.redis, [keys.timer(ns)], args)
+            ready, dead, next_due = await self.scripts.pump(self.script_client, [keys.timer(ns)], args)
             to_ready, to_dead = to_ready + ready, to_dead + dead
             if next_due == -1 or next_due > now:
                 result = PumpResult(to_ready, to_dead, next_due)
@@ -347,5 +357,6 @@ class Engine:
 
     async def close(self) -> None:
         await self.wake_hub.close()
-        for client in {id(self.redis): self.redis, id(self.blocking): self.blocking}.values():
+        clients = (self.script_client, self.redis, self.blocking)
+        for client in {id(client): client for client in clients}.values():
             await client.aclose()

@@ -47,7 +47,7 @@ MIGRATION_SLICE_S = 0.5
 class MigrationEngine(Engine):
     def __init__(self, old: Engine, new: Engine) -> None:
         # Tokens and limits of a migrating admin pool stay where they were: `redis` is the old pool's.
-        super().__init__(old.pool, old.redis, new.blocking, scripts=old.scripts)
+        super().__init__(old.pool, old.redis, new.blocking, scripts=old.scripts, script_client=old.script_client)
         self.old = old
         self.new = new
 

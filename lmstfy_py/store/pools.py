@@ -2,7 +2,8 @@
 
 Three kinds of deployment, each with a request client and a blocking (BRPOP) client:
 
-- standalone: a URL.
+- standalone: a URL. Its script steps, the hot path, go through an auto-pipelining client of
+  their own (store/pipelined.py) instead of the request client.
 - sentinel: the sentinels are asked for the master. redis-py asks them again only when it
   opens a connection, and a master demoted by `SENTINEL FAILOVER` keeps accepting writes
   until the sentinel reconfigures it, up to 10 s later (its INFO period); writes it takes
@@ -38,6 +39,7 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.store import wake
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.migration import MigrationEngine
+from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Scripts
 
 # One immediate retry covers a dropped idle connection (or a master switch, see above); more
@@ -71,6 +73,18 @@ def connect(config: PoolConfig) -> tuple[Any, Any]:
     # from_pool: the client owns the pool and closes it with itself.
     requests = Redis.from_pool(BlockingConnectionPool.from_url(config.url, timeout=POOL_WAIT_S, **_REQUEST))
     return requests, Redis.from_url(config.url, **_BLOCKING)
+
+
+def script_client(config: PoolConfig) -> PipelinedRedis | None:
+    """The auto-pipelining client of a standalone pool's script steps; None where redis-py serves them."""
+    if config.kind != "standalone" or config.url is None or not PipelinedRedis.supports(config.url):
+        return None
+    return PipelinedRedis(config.url, _REQUEST["socket_connect_timeout"], _REQUEST["socket_timeout"])
+
+
+def engine(name: str, config: PoolConfig, scripts: Scripts | None = None) -> Engine:
+    """The Engine of one pool, with the clients its kind gets."""
+    return Engine(name, *connect(config), scripts=scripts, script_client=script_client(config))
 
 
 def _cluster_client(config: PoolConfig, options: dict[str, Any]) -> RedisCluster:
@@ -158,7 +172,7 @@ class Pools:
     @classmethod
     def connect(cls, configs: Mapping[str, PoolConfig]) -> Pools:
         scripts = Scripts.load()
-        engines = {name: Engine(name, *connect(cfg), scripts=scripts) for name, cfg in configs.items()}
+        engines = {name: engine(name, cfg, scripts) for name, cfg in configs.items()}
         return cls(engines, {name: cfg.migrate_to for name, cfg in configs.items() if cfg.migrate_to})
 
     def get(self, name: str) -> Engine:

@@ -8,7 +8,7 @@ NOSCRIPT (after a restart or SCRIPT FLUSH), so a step stays one round trip.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 Arg = str | bytes | int | float
+Command = Sequence[Arg]
 
 
 class Script:
@@ -67,22 +68,23 @@ class Scripts:
 async def run_pipeline(
     client: Any,
     calls: Sequence[tuple[Script, Sequence[str], Sequence[Arg]]],
-    tail: Callable[[Any], Any] | None = None,
+    tail: Sequence[Command] = (),
 ) -> list[Any]:
-    """Runs script calls, then whatever `tail` queues, in one pipeline (one round trip).
+    """Runs script calls, then the raw commands of `tail`, in one pipeline (one round trip).
 
-    A call refused with NOSCRIPT did nothing, so it is safely run again alone,
-    which loads its script. `tail` must queue only idempotent commands.
+    `client` is a redis-py client or a PipelinedRedis (store/pipelined.py). A call refused with
+    NOSCRIPT did nothing, so it is safely run again alone, which loads its script. `tail` must
+    hold only idempotent commands.
     """
-    if len(calls) == 1 and tail is None:
+    if len(calls) == 1 and not tail:
         # One command needs no pipeline: redis-py's Pipeline costs more CPU than the call itself.
         script, keys, args = calls[0]
         return [await script(client, keys, args)]
     pipe = client.pipeline(transaction=False)
     for script, keys, args in calls:
         script.queue(pipe, keys, args)
-    if tail is not None:
-        tail(pipe)
+    for command in tail:
+        pipe.execute_command(*command)
     results = await pipe.execute(raise_on_error=False)
     for i, result in enumerate(results):
         if i < len(calls) and isinstance(result, NoScriptError):

@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from lmstfy_py.config import PoolConfig
+from lmstfy_py.store import pools
 from lmstfy_py.store.engine import Engine
-from lmstfy_py.store.pools import connect
 from lmstfy_py.store.pump import Pump
 
 
 @pytest.fixture
 async def engine(pool_config: PoolConfig) -> AsyncIterator[Engine]:
-    engine = Engine("default", *connect(pool_config))
+    engine = pools.engine("default", pool_config)
     yield engine
     await engine.close()
 

@@ -17,10 +17,9 @@ import pytest
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.store import keys, migration
+from lmstfy_py.store import keys, migration, pools
 from lmstfy_py.store.engine import Engine, EngineObserver
 from lmstfy_py.store.migration import MigrationEngine
-from lmstfy_py.store.pools import connect
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import Job, NewJob
 from lmstfy_py.web import create_data_app
@@ -31,14 +30,14 @@ NS, Q = "ns", "q"
 
 @pytest.fixture
 async def old(redis_url: str) -> AsyncIterator[Engine]:
-    engine = Engine("default", *connect(PoolConfig("default", url=f"{redis_url}/0")))
+    engine = pools.engine("default", PoolConfig("default", url=f"{redis_url}/0"))
     yield engine
     await engine.close()
 
 
 @pytest.fixture
 async def new(redis_url: str) -> AsyncIterator[Engine]:
-    engine = Engine("new", *connect(PoolConfig("new", url=f"{redis_url}/1")))
+    engine = pools.engine("new", PoolConfig("new", url=f"{redis_url}/1"))
     yield engine
     await engine.close()
 

@@ -14,10 +14,8 @@ import pytest
 from lmstfy_py import ids
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.store import keys
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store import keys, pools
 from lmstfy_py.store.migration import MigrationEngine
-from lmstfy_py.store.pools import connect
 from lmstfy_py.types import NewJob
 from lmstfy_py.web.params import MAX_CONSUME_COUNT
 from tests.test_metrics import Scrape
@@ -184,8 +182,8 @@ async def test_each_id_counts_as_one_ack(
 
 
 async def test_a_migrating_pool_acks_the_batch_in_both_pools(redis_url: str) -> None:
-    old = Engine("default", *connect(PoolConfig("default", url=f"{redis_url}/0")))
-    new = Engine("new", *connect(PoolConfig("new", url=f"{redis_url}/1")))
+    old = pools.engine("default", PoolConfig("default", url=f"{redis_url}/0"))
+    new = pools.engine("new", PoolConfig("new", url=f"{redis_url}/1"))
     try:
         migrating = MigrationEngine(old, new)
         legacy = await old.publish("ns", "q", NewJob(b"old"))

@@ -1,0 +1,262 @@
+"""An auto-pipelining Redis client for the script calls of standalone pools.
+
+redis-py gives every concurrent command a pooled connection of its own, a timeout context, a
+write and a read: ~40 µs of CPU per call in a loaded worker (scripts/bench_redis_client.py),
+a third of a publish. Here the commands issued in one event-loop turn go out in one write on
+one connection, and the replies, parsed by hiredis, are handed to their callers in order.
+Redis runs one command at a time anyway, so one connection per process costs it nothing.
+
+A caller is answered only after Redis replied, as with redis-py: a command still in this
+client's buffer when the process dies was never acknowledged to anyone. Only commands that
+return at once may come through here: a blocking one (BRPOP) would hold up every caller
+queued behind it, so those keep their redis-py client.
+
+Faults look as they do with redis-py as lmstfy-py configures it (store/pools.py): a connection
+refused or lost raises redis-py's ConnectionError, after one immediate retry (which covers an
+idle connection dropped by a Redis restart), and the next call connects again; a reply
+overdue by `timeout_s` fails every command in flight with TimeoutError and drops the
+connection, since its late replies would answer the wrong callers. The web layer answers
+both with 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Sequence
+from typing import Any
+
+import hiredis
+from redis.asyncio.connection import SSLConnection, parse_url
+from redis.exceptions import BusyLoadingError, NoScriptError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+Arg = str | bytes | int | float
+Command = Sequence[Arg]
+
+# The error replies the engine and the web layer tell apart (web/errors.py); others stay ResponseError.
+_ERRORS: dict[str, type[ResponseError]] = {
+    "NOSCRIPT": NoScriptError,
+    "READONLY": ReadOnlyError,
+    "LOADING": BusyLoadingError,
+}
+
+
+def pack(command: Command) -> bytes:
+    """One command in RESP, as Redis reads it."""
+    parts = [b"*%d\r\n" % len(command)]
+    for arg in command:
+        if isinstance(arg, bytes):
+            data = arg
+        elif isinstance(arg, str):
+            data = arg.encode()
+        else:
+            data = repr(arg).encode()  # int, float: repr round-trips a float exactly
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+def _error_of(reply: ResponseError) -> ResponseError:
+    message = str(reply)
+    code = message.split(" ", 1)[0]
+    cls = _ERRORS.get(code)
+    return cls(message.removeprefix(code).lstrip()) if cls else reply
+
+
+class _Wire(asyncio.Protocol):
+    """One connection: a write buffer flushed once per loop turn, and the callers awaiting replies, oldest first."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.loop = asyncio.get_running_loop()
+        self.reader = hiredis.Reader(replyError=ResponseError)
+        self.waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
+        self.outgoing: list[bytes] = []
+        self.transport: asyncio.Transport | None = None
+        self.failure: RedisError | None = None  # set once the connection is unusable
+        self._watchdog: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError(f"connection to redis lost: {exc or 'closed by redis'}"))
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        try:
+            while (reply := self.reader.gets()) is not False:
+                future, _ = self.waiting.popleft()
+                if future.done():  # its caller was cancelled; the reply still takes its turn
+                    continue
+                if isinstance(reply, ResponseError):
+                    future.set_exception(_error_of(reply))
+                else:
+                    future.set_result(reply)
+        except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or a reply nobody asked for
+            self._fail(RedisConnectionError(f"unreadable reply from redis: {exc!r}"))
+
+    def send(self, packed: bytes) -> asyncio.Future[Any]:
+        """Queues a command for this turn's write; the future gets its reply."""
+        if self.failure is not None:
+            raise type(self.failure)(*self.failure.args)
+        if not self.outgoing:
+            self.loop.call_soon(self._flush)
+        self.outgoing.append(packed)
+        future = self.loop.create_future()
+        self.waiting.append((future, self.loop.time()))
+        if self._watchdog is None:
+            self._watchdog = self.loop.call_later(self.timeout_s, self._check_deadline)
+        return future
+
+    def close(self) -> None:
+        self._fail(RedisConnectionError("connection to redis closed"))
+
+    def _flush(self) -> None:
+        if self.outgoing and self.transport is not None and self.failure is None:
+            self.transport.write(b"".join(self.outgoing))
+        self.outgoing.clear()
+
+    def _check_deadline(self) -> None:
+        # One timer per connection, not per command: it looks at the oldest command in flight.
+        self._watchdog = None
+        if not self.waiting:
+            return
+        left = self.waiting[0][1] + self.timeout_s - self.loop.time()
+        if left > 0:
+            self._watchdog = self.loop.call_later(left, self._check_deadline)
+        else:
+            self._fail(RedisTimeoutError(f"no reply from redis within {self.timeout_s:g} s"))
+
+    def _fail(self, error: RedisError) -> None:
+        if self.failure is None:
+            self.failure = error
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        waiting, self.waiting = self.waiting, collections.deque()
+        self.outgoing.clear()
+        for future, _ in waiting:
+            if not future.done():
+                # One exception object per caller: raised in many tasks, a shared one would pile up their tracebacks.
+                future.set_exception(type(error)(*error.args))
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class PipelinedRedis:
+    """The few calls the engine's script steps make (execute_command, pipeline, script_load), auto-pipelined."""
+
+    def __init__(self, url: str, connect_timeout_s: float = 1.0, timeout_s: float = 5.0) -> None:
+        options = parse_url(url)
+        if options.get("connection_class") is SSLConnection:
+            raise ValueError("TLS (rediss://) is not supported by the pipelined client")
+        self.path: str | None = options.get("path")
+        self.host: str = options.get("host", "localhost")
+        self.port: int = options.get("port", 6379)
+        self.connect_timeout_s = connect_timeout_s
+        self.timeout_s = timeout_s
+        # Sent first on every new connection, pipelined with whatever waits for it.
+        self.hello: list[Command] = []
+        if options.get("password"):
+            username = options.get("username")
+            self.hello.append(("AUTH", username, options["password"]) if username else ("AUTH", options["password"]))
+        if options.get("db"):
+            self.hello.append(("SELECT", options["db"]))
+        self._wire: _Wire | None = None
+        self._connecting = asyncio.Lock()
+
+    @staticmethod
+    def supports(url: str) -> bool:
+        """Whether this client can serve `url` (redis:// and unix://, not TLS)."""
+        return url.startswith(("redis://", "unix://"))
+
+    async def execute_command(self, *command: Arg) -> Any:
+        packed = pack(command)
+        try:
+            return await (await self._connected()).send(packed)
+        except RedisConnectionError:
+            return await (await self._connected()).send(packed)
+
+    async def execute_many(self, commands: Sequence[Command], raise_on_error: bool = True) -> list[Any]:
+        """The commands in one write; their replies in order, error replies in place unless `raise_on_error`."""
+        packed = [pack(command) for command in commands]
+        try:
+            replies = await self._send_all(packed)
+        except RedisConnectionError:
+            replies = await self._send_all(packed)
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+        return replies
+
+    def pipeline(self, transaction: bool = False) -> Batch:
+        if transaction:
+            raise ValueError("the pipelined client does not run MULTI/EXEC transactions")
+        return Batch(self)
+
+    async def script_load(self, source: str) -> str:
+        sha: bytes = await self.execute_command("SCRIPT", "LOAD", source)
+        return sha.decode()
+
+    async def aclose(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+            self._wire = None
+
+    async def _send_all(self, packed: Sequence[bytes]) -> list[Any]:
+        wire = await self._connected()
+        futures = [wire.send(p) for p in packed]
+        replies = await asyncio.gather(*futures, return_exceptions=True)
+        # A lost or timed-out connection fails the whole batch: raise it (the caller retries a lost one).
+        for reply in replies:
+            if isinstance(reply, (RedisConnectionError, RedisTimeoutError, asyncio.CancelledError)):
+                raise reply
+        return replies
+
+    async def _connected(self) -> _Wire:
+        wire = self._wire
+        if wire is not None and wire.failure is None:
+            return wire
+        async with self._connecting:  # one connect at a time; those waiting share its result
+            if self._wire is None or self._wire.failure is not None:
+                self._wire = await self._connect()
+            return self._wire
+
+    async def _connect(self) -> _Wire:
+        loop = asyncio.get_running_loop()
+        where = self.path or f"{self.host}:{self.port}"
+        try:
+            async with asyncio.timeout(self.connect_timeout_s):
+                if self.path:
+                    _, wire = await loop.create_unix_connection(lambda: _Wire(self.timeout_s), self.path)
+                else:
+                    _, wire = await loop.create_connection(lambda: _Wire(self.timeout_s), self.host, self.port)
+        except (OSError, TimeoutError) as exc:
+            raise RedisConnectionError(f"error connecting to redis at {where}: {exc!r}") from exc
+        if self.hello:
+            try:
+                await asyncio.gather(*(wire.send(pack(command)) for command in self.hello))
+            except ResponseError as exc:  # a wrong password or db: as redis-py's AuthenticationError, a 503
+                wire.close()
+                raise RedisConnectionError(f"redis at {where} refused the connection: {exc}") from exc
+            except BaseException:
+                wire.close()
+                raise
+        return wire
+
+
+class Batch:
+    """What run_pipeline needs of a redis-py pipeline: queue raw commands, then execute them in one write."""
+
+    def __init__(self, client: PipelinedRedis) -> None:
+        self.client = client
+        self.commands: list[Command] = []
+
+    def execute_command(self, *command: Arg) -> None:
+        self.commands.append(command)
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        return await self.client.execute_many(self.commands, raise_on_error)

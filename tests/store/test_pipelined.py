@@ -1,0 +1,207 @@
+"""The auto-pipelining client of standalone pools (store/pipelined.py), on real Redis servers.
+
+What the engine relies on: every caller gets its own reply whatever else is in flight, the
+commands of one loop turn reach Redis together, and faults look as redis-py's do (a lost
+connection raises ConnectionError and the next call reconnects; a hung Redis raises
+TimeoutError). Fault tests run on a private Redis so they can stop, freeze and kill it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from lmstfy_py.store.pipelined import PipelinedRedis, pack
+from lmstfy_py.store.scripts import Script
+from tests.redis_procs import RedisProcess
+
+ECHO = "return ARGV[1]"
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path / "redis", extra_args=["--enable-debug-command", "yes"])
+    server.start()
+    yield server
+    if server.pid is not None:
+        os.kill(server.pid, signal.SIGCONT)  # a frozen server would not stop
+    server.stop()
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[PipelinedRedis]:
+    pipelined = PipelinedRedis(redis_url)
+    yield pipelined
+    await pipelined.aclose()
+
+
+def reads_processed(server: redis.Redis) -> int:
+    return int(server.info("stats")["total_reads_processed"])
+
+
+def test_pack_is_resp() -> None:
+    assert pack(("SET", b"k\r\n", 5, 1.5)) == b"*4\r\n$3\r\nSET\r\n$3\r\nk\r\n\r\n$1\r\n5\r\n$3\r\n1.5\r\n"
+
+
+async def test_every_concurrent_caller_gets_its_own_reply(client: PipelinedRedis) -> None:
+    replies = await asyncio.gather(*(client.execute_command("EVAL", ECHO, 0, f"caller-{i}") for i in range(500)))
+    assert replies == [f"caller-{i}".encode() for i in range(500)]
+
+
+async def test_the_commands_of_one_turn_reach_redis_together(private_redis: RedisProcess) -> None:
+    pipelined = PipelinedRedis(private_redis.url)
+    await pipelined.execute_command("PING")  # connected
+    with private_redis.client() as server:
+        before = reads_processed(server)
+        replies = await asyncio.gather(*(pipelined.execute_command("INCR", "counter") for _ in range(200)))
+        reads = reads_processed(server) - before - 1  # minus the INFO of `before`
+    await pipelined.aclose()
+    assert sorted(replies) == list(range(1, 201))
+    # redis-py would make Redis read 200 times, once per command; one write is read in a few.
+    assert reads <= 5, f"Redis read {reads} times for 200 commands of one turn"
+
+
+async def test_an_error_reply_goes_to_its_caller_only(client: PipelinedRedis) -> None:
+    replies = await asyncio.gather(
+        client.execute_command("EVAL", ECHO, 0, "before"),
+        client.execute_command("EVALSHA", "0" * 40, 0),
+        client.execute_command("LPUSH"),  # wrong number of arguments
+        client.execute_command("EVAL", ECHO, 0, "after"),
+        return_exceptions=True,
+    )
+    assert replies[0] == b"before" and replies[3] == b"after"
+    assert isinstance(replies[1], NoScriptError)
+    assert type(replies[2]) is ResponseError and "wrong number of arguments" in str(replies[2])
+
+
+async def test_a_script_is_loaded_when_redis_does_not_know_it(client: PipelinedRedis, redis_url: str) -> None:
+    script = Script("seven", "return 7 + #KEYS")
+    with redis.Redis.from_url(redis_url) as server:
+        server.script_flush()
+    assert await script(client, ["a", "b"], []) == 9
+    assert await client.execute_command("SCRIPT", "EXISTS", script.sha) == [1]
+
+
+async def test_a_batch_keeps_error_replies_in_place(client: PipelinedRedis) -> None:
+    batch = client.pipeline()
+    batch.execute_command("SET", "batch-key", "v")
+    batch.execute_command("LPUSH", "batch-key", "x")  # WRONGTYPE
+    batch.execute_command("GET", "batch-key")
+    ok, wrong, value = await batch.execute(raise_on_error=False)
+    assert ok == b"OK" and value == b"v" and isinstance(wrong, ResponseError)
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await client.execute_many([("GET", "batch-key"), ("LPUSH", "batch-key", "x")])
+
+
+async def test_a_cancelled_caller_does_not_shift_the_replies(private_redis: RedisProcess) -> None:
+    pipelined = PipelinedRedis(private_redis.url)
+    slow = asyncio.create_task(pipelined.execute_command("DEBUG", "SLEEP", "0.3"))
+    await asyncio.sleep(0.05)
+    queued_behind = asyncio.create_task(pipelined.execute_command("EVAL", ECHO, 0, "mine"))
+    await asyncio.sleep(0.05)
+    slow.cancel()
+    assert await queued_behind == b"mine"
+    assert await pipelined.execute_command("EVAL", ECHO, 0, "next") == b"next"
+    await pipelined.aclose()
+
+
+async def test_a_lost_connection_fails_what_was_in_flight_and_the_next_call_reconnects(
+    private_redis: RedisProcess,
+) -> None:
+    pipelined = PipelinedRedis(private_redis.url)
+    in_flight = asyncio.create_task(pipelined.execute_command("DEBUG", "SLEEP", "5"))
+    await asyncio.sleep(0.1)
+    started = time.monotonic()
+    private_redis.kill()
+    with pytest.raises(RedisConnectionError):
+        await in_flight
+    assert time.monotonic() - started < 1.0
+    # Down: each call fails at once, never hangs.
+    started = time.monotonic()
+    with pytest.raises(RedisConnectionError):
+        await pipelined.execute_command("PING")
+    assert time.monotonic() - started < 1.0
+    private_redis.start()
+    assert await pipelined.execute_command("EVAL", ECHO, 0, "back") == b"back"
+    await pipelined.aclose()
+
+
+async def test_an_idle_connection_dropped_by_a_restart_is_replaced_on_the_next_call(
+    private_redis: RedisProcess,
+) -> None:
+    pipelined = PipelinedRedis(private_redis.url)
+    assert await pipelined.execute_command("PING") == b"PONG"
+    private_redis.restart()
+    assert await pipelined.execute_command("PING") == b"PONG"
+    await pipelined.aclose()
+
+
+async def test_a_hung_redis_times_out_every_command_in_flight(private_redis: RedisProcess) -> None:
+    pipelined = PipelinedRedis(private_redis.url, timeout_s=0.3)
+    assert await pipelined.execute_command("SET", "k", "before") == b"OK"
+    assert private_redis.pid is not None
+    os.kill(private_redis.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        replies = await asyncio.gather(
+            *(pipelined.execute_command("EVAL", ECHO, 0, i) for i in range(3)), return_exceptions=True
+        )
+        waited = time.monotonic() - started
+    finally:
+        os.kill(private_redis.pid, signal.SIGCONT)
+    assert all(isinstance(reply, RedisTimeoutError) for reply in replies), replies
+    assert 0.25 <= waited < 1.5
+    # The late replies of the dropped connection reach nobody: a new caller gets its own.
+    assert await pipelined.execute_command("EVAL", ECHO, 0, "fresh") == b"fresh"
+    assert await pipelined.execute_command("GET", "k") == b"before"
+    await pipelined.aclose()
+
+
+async def test_password_username_and_db_come_from_the_url(private_redis: RedisProcess) -> None:
+    with private_redis.client() as server:
+        server.execute_command("ACL", "SETUSER", "worker", "on", ">w0rker", "~*", "+@all")
+        server.config_set("requirepass", "s3cret")
+    base = f"127.0.0.1:{private_redis.port}"
+    by_password, by_user = (
+        PipelinedRedis(f"redis://:s3cret@{base}/2"),
+        PipelinedRedis(f"redis://worker:w0rker@{base}/3"),
+    )
+    await by_password.execute_command("SET", "where", "db2")
+    await by_user.execute_command("SET", "where", "db3")
+    for db, expected in ((2, b"db2"), (3, b"db3")):
+        with redis.Redis(host="127.0.0.1", port=private_redis.port, password="s3cret", db=db) as server:
+            assert server.get("where") == expected
+    wrong = PipelinedRedis(f"redis://:nope@{base}/0")
+    with pytest.raises(RedisConnectionError, match="refused"):
+        await wrong.execute_command("PING")
+    for pipelined in (by_password, by_user, wrong):
+        await pipelined.aclose()
+
+
+async def test_a_unix_socket_url(tmp_path: Path) -> None:
+    socket_path = tmp_path / "r.sock"
+    server = RedisProcess(tmp_path / "redis", extra_args=["--unixsocket", str(socket_path)])
+    server.start()
+    try:
+        pipelined = PipelinedRedis(f"unix://{socket_path}")
+        assert await pipelined.execute_command("EVAL", ECHO, 0, "via socket") == b"via socket"
+        await pipelined.aclose()
+    finally:
+        server.stop()
+
+
+def test_tls_urls_are_left_to_redis_py() -> None:
+    assert PipelinedRedis.supports("redis://h:1/0") and PipelinedRedis.supports("unix:///tmp/r.sock")
+    assert not PipelinedRedis.supports("rediss://h:1/0")
+    with pytest.raises(ValueError, match="TLS"):
+        PipelinedRedis("rediss://h:1/0")

@@ -12,7 +12,7 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from lmstfy_py.config import PoolConfig
+from lmstfy_py.store import pools
 from lmstfy_py.store.pipelined import PipelinedRedis, pack
 from lmstfy_py.store.scripts import Script
+from lmstfy_py.types import NewJob
 from tests.redis_procs import RedisProcess
 
 ECHO = "return ARGV[1]"
@@ -69,6 +72,34 @@ async def test_the_commands_of_one_turn_reach_redis_together(private_redis: Redi
     assert sorted(replies) == list(range(1, 201))
     # redis-py would make Redis read 200 times, once per command; one write is read in a few.
     assert reads <= 5, f"Redis read {reads} times for 200 commands of one turn"
+
+
+async def test_each_job_step_of_the_engine_is_one_round_trip(private_redis: RedisProcess) -> None:
+    """Issue 5: one round trip per publish, bulk publish of 64, consume (any count) and ACK."""
+    engine = pools.engine("default", PoolConfig("default", url=private_redis.url))
+    # Warm-up: registers the namespace (an SADD every 10 s) and loads each script (NOSCRIPT once per Redis).
+    await engine.publish("ns", "q", NewJob(b"warm-up"))
+    await engine.ack("ns", "q", (await engine.consume("ns", ["q"], 60_000, 0, 1))[0].job_id)
+    with private_redis.client() as server:
+
+        async def reads_of(step: Awaitable[object]) -> int:
+            before = reads_processed(server)
+            await step
+            return reads_processed(server) - before - 1  # minus the INFO of `before`
+
+        assert await reads_of(engine.publish("ns", "q", NewJob(b"one"), None)) == 1
+        assert await reads_of(engine.publish("ns", "q", NewJob(b"later", delay_ms=60_000))) == 1  # + its ZADD
+        # 64 scripts in one write, which Redis takes in at most 16 KiB per read.
+        assert await reads_of(engine.publish_many("ns", "q", [NewJob(b"b")] * 64)) <= 2
+        assert await reads_of(engine.consume("ns", ["q"], 60_000, 0, 1)) == 1
+        consumed = await engine.consume("ns", ["q"], 60_000, 0, 64)
+        assert len(consumed) == 64
+        assert await reads_of(engine.ack("ns", "q", consumed[0].job_id)) == 1
+        assert await reads_of(engine.ack_many("ns", "q", [job.job_id for job in consumed[1:]])) == 1
+        before = reads_processed(server)
+        await engine.consume("ns", ["q"], 60_000, 0, 100)
+        assert reads_processed(server) - before - 1 == 1
+    await engine.close()
 
 
 async def test_an_error_reply_goes_to_its_caller_only(client: PipelinedRedis) -> None:

@@ -15,7 +15,8 @@ Ceilings, same machine, same run:
 - `trivial`: scripts/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
   hypercorn settings, uvloop and `--workers`, under the same keep-alive GET load.
 - `trivial-redis`: the same endpoint making one EVALSHA round trip to the server's Redis per
-  request, through lmstfy-py's own pool client: the ceiling of a route with one Redis call.
+  request, through the client lmstfy-py's engine makes script calls with (auto-pipelining on a
+  standalone pool, store/pipelined.py): the ceiling of a route with one Redis call.
 - `redis`: redis-benchmark against the server's Redis (EVALSHA of a publish-like script, LPUSH,
   RPOP, ZADD; -P 1, -c = clients). Needs redis-tools: `apt-get update && apt-get install -y
   redis-tools`; without it that ceiling prints "skipped".
@@ -898,7 +899,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     every_ceiling = ["trivial", "trivial-redis", "redis"]
     parser.add_argument("--ceilings", type=lambda s: names(s, every_ceiling), default=every_ceiling)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="trivial endpoint workers")
-    parser.add_argument("--trivial-app", choices=["raw", "starlette", "redis-pipelined"], default="raw")
+    parser.add_argument("--trivial-app", choices=["raw", "starlette", "redis-py"], default="raw")
     parser.add_argument("--ack-conns", type=int, default=4, help="consume100: ACK connections per client")
     parser.add_argument("--timer-jobs", type=int, default=2000)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each scenario")

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""What one Redis round trip costs a worker: redis-py as lmstfy-py uses it, against a minimal
-auto-pipelining client, both on uvloop with concurrent callers like a loaded worker's.
+"""What one Redis round trip costs a worker: redis-py's pooled client (what Sentinel and Cluster
+pools use, and standalone pools did before) against lmstfy-py's auto-pipelining client of
+standalone pools (store/pipelined.py), both on uvloop with concurrent callers like a loaded
+worker's.
 
 redis-py gives each concurrent command a connection of its own: a write system call per
-command and a read event per reply. A client that queues the commands of one event-loop
-turn and writes them at once on one connection (and parses the replies of one read together)
-pays those per turn instead. This measures how much that would save, as the proposal in
-docs/PERFORMANCE.md; it is a measurement, not a client lmstfy-py uses.
+command and a read event per reply. The pipelined client writes the commands of one event-loop
+turn at once on one connection and parses the replies of one read together.
 
     .venv/bin/python scripts/bench_redis_client.py --redis-url unix:///path/to/redis.sock
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import resource
 import statistics
 import sys
@@ -26,53 +25,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import hiredis
 import uvloop
 
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.store import pools
+from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Script
 
 SCRIPT = Script("one", "return 1")
-
-
-class PipeliningClient(asyncio.Protocol):
-    """Commands of one loop turn go out in one write; replies are matched in order."""
-
-    def __init__(self) -> None:
-        self.reader = hiredis.Reader()
-        self.waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
-        self.outgoing: list[bytes] = []
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.reader.feed(data)
-        while (reply := self.reader.gets()) is not False:
-            self.waiting.popleft().set_result(reply)
-
-    def call(self, *args: str | int) -> asyncio.Future[Any]:
-        if not self.outgoing:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self.outgoing.append(_pack(args))
-        future = asyncio.get_running_loop().create_future()
-        self.waiting.append(future)
-        return future
-
-    def _flush(self) -> None:
-        assert self.transport is not None
-        self.transport.write(b"".join(self.outgoing))
-        self.outgoing.clear()
-
-
-def _pack(args: tuple[str | int, ...]) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        data = arg.encode() if isinstance(arg, str) else str(arg).encode()
-        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(parts)
 
 
 def cpu_seconds() -> float:
@@ -100,27 +60,22 @@ async def redis_py(url: str) -> Callable[[], Awaitable[Any]]:
     return lambda: SCRIPT(client, [], [])
 
 
-async def pipelining(url: str) -> Callable[[], Awaitable[Any]]:
-    loop = asyncio.get_running_loop()
-    if url.startswith("unix://"):
-        _, client = await loop.create_unix_connection(PipeliningClient, url[len("unix://") :])
-    else:
-        host, _, port = url.removeprefix("redis://").split("/")[0].partition(":")
-        _, client = await loop.create_connection(PipeliningClient, host, int(port or 6379))
-    await client.call("SCRIPT", "LOAD", SCRIPT.source)
-    return lambda: client.call("EVALSHA", SCRIPT.sha, 0)
+async def pipelined(url: str) -> Callable[[], Awaitable[Any]]:
+    client = PipelinedRedis(url)
+    await client.script_load(SCRIPT.source)
+    return lambda: SCRIPT(client, [], [])
 
 
 async def main(args: argparse.Namespace) -> None:
     clients = {
-        "redis-py (lmstfy-py's pool)": await redis_py(args.redis_url),
-        "auto-pipelining": await pipelining(args.redis_url),
+        "redis-py pooled client": await redis_py(args.redis_url),
+        "lmstfy-py pipelined": await pipelined(args.redis_url),
     }
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in clients}
     for _ in range(args.rounds):
         for name, call in clients.items():
             figures[name].append(await measure(call, args.callers, args.commands))
-    base = statistics.median(cpu for _, cpu in figures["redis-py (lmstfy-py's pool)"])
+    base = statistics.median(cpu for _, cpu in figures["redis-py pooled client"])
     print(f"EVALSHA of a script returning 1, {args.callers} concurrent callers, median of {args.rounds} rounds:")
     for name, runs in figures.items():
         rate, cpu = statistics.median(r for r, _ in runs), statistics.median(c for _, c in runs)

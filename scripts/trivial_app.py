@@ -10,11 +10,11 @@ So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, 
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
 Starlette app with one route and no middleware (what the framework alone costs); `--app redis`
-is the bare callable plus one EVALSHA round trip per request (a script that returns 1, through
-lmstfy-py's own pool client on `--redis-url`): the ceiling of any route that makes one Redis
-call, which every job route does; `--app redis-pipelined` makes the same call through the
-auto-pipelining client of scripts/bench_redis_client.py (one connection per worker), to measure
-what such a client would save in a server.
+is the bare callable plus one EVALSHA round trip per request (a script that returns 1) through
+the client lmstfy-py's engine makes its script calls with on `--redis-url` (the auto-pipelining
+one of a standalone pool): the ceiling of any route that makes one Redis call, which every job
+route does. `--app redis-py` makes the same call through redis-py's pooled client, what
+Sentinel and Cluster pools use (and standalone pools did before store/pipelined.py).
 
     .venv/bin/python scripts/trivial_app.py --port 7790 --workers 2
 """
@@ -64,9 +64,11 @@ async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": BODY})
 
 
-def redis_app(url: str) -> ASGIFramework:
-    """raw_app after one EVALSHA through a client built as lmstfy-py builds its request client."""
-    client, blocking = pools.connect(PoolConfig("default", url=url))
+def redis_app(url: str, through_redis_py: bool = False) -> ASGIFramework:
+    """raw_app after one EVALSHA through the client lmstfy-py's engine would use for `url`."""
+    config = PoolConfig("default", url=url)
+    requests, blocking = pools.connect(config)
+    client = requests if through_redis_py else (pools.script_client(config) or requests)
     script = Script("one", "return 1")
 
     async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -95,27 +97,9 @@ async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
     await hypercorn_serve(app, server.hypercorn_config(sock), shutdown_trigger=stop.wait)
 
 
-def pipelined_redis_app(url: str) -> ASGIFramework:
-    """raw_app after one EVALSHA through one auto-pipelining connection, opened on first use."""
-    from scripts.bench_redis_client import pipelining
-
-    call: list[Callable[[], Awaitable[Any]]] = []
-
-    async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            if not call:
-                call.append(await pipelining(url))
-            await call[0]()
-        await raw_app(scope, receive, send)
-
-    return cast(ASGIFramework, app)
-
-
 def app_of(kind: str, redis_url: str) -> ASGIFramework:
-    if kind == "redis":
-        return redis_app(redis_url)
-    if kind == "redis-pipelined":
-        return pipelined_redis_app(redis_url)
+    if kind.startswith("redis"):
+        return redis_app(redis_url, through_redis_py=kind == "redis-py")
     return cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
 
 
@@ -160,7 +144,7 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--app", choices=["raw", "starlette", "redis", "redis-pipelined"], default="raw")
+    parser.add_argument("--app", choices=["raw", "starlette", "redis", "redis-py"], default="raw")
     parser.add_argument("--redis-url", default="", help="for --app redis: the Redis to call")
     args = parser.parse_args()
     if args.app.startswith("redis") and not args.redis_url:

@@ -3,28 +3,38 @@
 Stored in the admin Redis as one hash per (pool, namespace): token ->
 description. Every data-plane request checks its token, so answers are cached
 for CACHE_TTL_S in the process; this process's own changes drop the cache at
-once, another process's changes are seen within CACHE_TTL_S.
+once, another process's changes are seen within CACHE_TTL_S. Requests that miss
+the cache at the same time (a burst of long-polls, every second of a busy token)
+share one lookup: one HEXISTS, not one per request and Redis connection.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import secrets
 import time
 from collections.abc import Collection
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.store import keys
 
 CACHE_TTL_S = 1.0
 MIN_TOKEN_LEN = 20
+TokenKey = tuple[str, str, str]  # pool, namespace, token
 
 
 class TokenStore:
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
-        self._cache: dict[tuple[str, str, str], tuple[bool, float]] = {}
+        self._cache: dict[TokenKey, tuple[bool, float]] = {}  # -> (found, until when, monotonic)
+        self._lookups: dict[TokenKey, asyncio.Future[bool]] = {}
+        # Bumped by every change this process makes: a lookup begun before it must not cache its answer.
+        self._changes = 0
 
     def _check_pool(self, pool: str) -> None:
         if pool not in self.pools:
@@ -43,7 +53,7 @@ class TokenStore:
         created, _ = await pipe.execute()
         if not created:
             raise InvalidParameter("the token has already existed")
-        self._cache.pop((pool, ns, token), None)
+        self._forget(pool, ns, token)
         return token
 
     async def list_tokens(self, pool: str, ns: str) -> dict[str, str]:
@@ -54,7 +64,7 @@ class TokenStore:
     async def delete(self, pool: str, ns: str, token: str) -> None:
         self._check_pool(pool)
         await self.redis.hdel(keys.tokens(pool, ns), token)
-        self._cache.pop((pool, ns, token), None)
+        self._forget(pool, ns, token)
 
     async def delete_namespace(self, pool: str, ns: str) -> int:
         """Deletes every token of the namespace; returns how many there were."""
@@ -64,7 +74,7 @@ class TokenStore:
         deleted = int(await self.redis.hdel(keys.tokens(pool, ns), *tokens)) if tokens else 0
         if not await self.redis.exists(keys.tokens(pool, ns)):
             await self.redis.srem(keys.token_namespaces(pool), ns)
-        self._cache = {key: value for key, value in self._cache.items() if key[:2] != (pool, ns)}
+        self._forget(pool, ns)
         return deleted
 
     async def namespaces(self, pool: str) -> list[str]:
@@ -74,11 +84,38 @@ class TokenStore:
     async def exists(self, pool: str, ns: str, token: str) -> bool:
         key = (pool, ns, token)
         cached = self._cache.get(key)
-        now = time.monotonic()
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > time.monotonic():
             return cached[0]
+        lookup = self._lookups.get(key)
+        if lookup is None:
+            lookup = self._lookups[key] = asyncio.ensure_future(self._look_up(key))
+            lookup.add_done_callback(functools.partial(self._looked_up, key))
+        try:
+            # Shielded: a request that gives up (its client left) must not cancel the others' lookup.
+            return await asyncio.shield(lookup)
+        except RedisError as exc:
+            # A copy per request: one exception raised in every waiting task would pile up their tracebacks.
+            raise type(exc)(*exc.args) from None
+
+    async def _look_up(self, key: TokenKey) -> bool:
+        pool, ns, token = key
+        started, changes = time.monotonic(), self._changes
         found = bool(await self.redis.hexists(keys.tokens(pool, ns), token))
-        if len(self._cache) > 100_000:  # bounds memory against clients spraying random tokens
-            self._cache.clear()
-        self._cache[key] = (found, now + CACHE_TTL_S)
+        if changes == self._changes:
+            if len(self._cache) > 100_000:  # bounds memory against clients spraying random tokens
+                self._cache.clear()
+            self._cache[key] = (found, started + CACHE_TTL_S)
         return found
+
+    def _looked_up(self, key: TokenKey, lookup: asyncio.Future[bool]) -> None:
+        del self._lookups[key]
+        if not lookup.cancelled():
+            lookup.exception()  # marks a failure retrieved even if every waiter had left
+
+    def _forget(self, pool: str, ns: str, token: str | None = None) -> None:
+        """Drops the cached answers for one token, or (token None) for every token of the namespace."""
+        self._changes += 1
+        if token is not None:
+            self._cache.pop((pool, ns, token), None)
+        else:
+            self._cache = {key: value for key, value in self._cache.items() if key[:2] != (pool, ns)}

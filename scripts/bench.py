@@ -14,6 +14,9 @@ docs/PERFORMANCE.md).
 Ceilings, same machine, same run:
 - `trivial`: scripts/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
   hypercorn settings, uvloop and `--workers`, under the same keep-alive GET load.
+- `trivial-put`: the same endpoint loaded with publish's own request (PUT, token in the query,
+  the same 34-byte body) instead of a GET: a body costs the HTTP server work of its own, so
+  `publish ÷ trivial-put` compares like with like.
 - `trivial-redis`: the same endpoint making one EVALSHA round trip to the server's Redis per
   request, through the client lmstfy-py's engine makes script calls with (auto-pipelining on a
   standalone pool, store/pipelined.py): the ceiling of a route with one Redis call.
@@ -656,7 +659,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def run_trivial(args: argparse.Namespace, workers: int, app: str, redis_url: str = "") -> Result:
+async def run_trivial(
+    args: argparse.Namespace, workers: int, app: str, redis_url: str = "", method: str = "GET", body: bytes = b""
+) -> Result:
     port = free_port()
     argv = [sys.executable, str(ROOT / "scripts" / "trivial_app.py"), "--port", str(port), "--app", app]
     argv += ["--redis-url", redis_url] if redis_url else []
@@ -666,7 +671,9 @@ async def run_trivial(args: argparse.Namespace, workers: int, app: str, redis_ur
         await asyncio.sleep(0.5)  # every worker up, not just the first
         meter = Meter(Processes(proc.pid, None), None)
         t = Target(("127.0.0.1", port), "x", "x", args.clients, args.duration, 0)
-        return await measure(f"trivial-{app}", meter, [getter(t) for _ in range(args.clients)], t.duration)
+        name = f"trivial-{app}" + ("" if method == "GET" else f"-{method.lower()}")
+        loaders = [trivial_loader(t, method, body) for _ in range(args.clients)]
+        return await measure(name, meter, loaders, t.duration)
     finally:
         proc.terminate()
         try:
@@ -691,11 +698,11 @@ async def wait_listening(address: Address, proc: subprocess.Popen[bytes]) -> Non
     raise RuntimeError("trivial_app did not start within 15 s")
 
 
-def getter(t: Target) -> Worker:
+def trivial_loader(t: Target, method: str, body: bytes) -> Worker:
     async def run(rec: Recorder) -> None:
         conn = t.connect()
         while rec.open:
-            expect(await rec.timed(conn, "GET", "/api/x/q", {"token": "x"}), 200)
+            expect(await rec.timed(conn, method, "/api/x/q", {"token": "x"}, body), 200)
             rec.done()
         await conn.close()
 
@@ -728,11 +735,17 @@ def line_of(r: Result) -> str:
 
 
 def add_ratios(
-    results: list[Result], trivial: Result | None, trivial_redis: Result | None, redis_ops: dict[str, float] | None
+    results: list[Result],
+    trivial: Result | None,
+    trivial_redis: Result | None,
+    redis_ops: dict[str, float] | None,
+    trivial_put: Result | None = None,
 ) -> None:
     for r in results:
         if trivial and trivial.req_per_s:
             r.ratios["req/trivial"] = r.req_per_s / trivial.req_per_s
+        if r.name == "publish" and trivial_put and trivial_put.req_per_s:
+            r.ratios["req/trivial-put"] = r.req_per_s / trivial_put.req_per_s
         if trivial_redis and trivial_redis.req_per_s:
             r.ratios["req/trivial+redis"] = r.req_per_s / trivial_redis.req_per_s
         if r.name in LMSTFY_REFERENCE:
@@ -821,6 +834,10 @@ async def ceilings(args: argparse.Namespace, results: list[Result], redis_target
         url = redis_target.url_of() if redis_target and args.trivial_app.startswith("redis") else ""
         trivial = await run_trivial(args, args.workers, args.trivial_app, url)
         print(line_of(trivial), flush=True)
+    trivial_put = None
+    if "trivial-put" in args.ceilings:
+        trivial_put = await run_trivial(args, args.workers, "raw", "", "PUT", PAYLOAD)
+        print(line_of(trivial_put), flush=True)
     trivial_redis = None
     if "trivial-redis" in args.ceilings and redis_target:
         trivial_redis = await run_trivial(args, args.workers, "redis", redis_target.url_of())
@@ -830,7 +847,7 @@ async def ceilings(args: argparse.Namespace, results: list[Result], redis_target
         redis_ops = redis_benchmark(redis_target, args.clients, min(args.duration / 2, 3)) if redis_target else None
         shown = " ".join(f"{k} {v:,.0f}/s" for k, v in redis_ops.items()) if redis_ops else "skipped"
         print(f"{'redis-benchmark':<16} -P 1 -c {args.clients}: {shown}", flush=True)
-    add_ratios(results, trivial, trivial_redis, redis_ops)
+    add_ratios(results, trivial, trivial_redis, redis_ops, trivial_put)
     print("ratios:", flush=True)
     for r in results:
         print("  " + f"{r.name:<17}" + " ".join(f"{k} {v:.2f}" for k, v in r.ratios.items()), flush=True)
@@ -839,6 +856,7 @@ async def ceilings(args: argparse.Namespace, results: list[Result], redis_target
         "settings": {k: v for k, v in vars(args).items() if k != "json"},
         "results": [asdict(r) | {"req_per_s": r.req_per_s, "jobs_per_s": r.jobs_per_s} for r in results],
         "trivial": asdict(trivial) | {"req_per_s": trivial.req_per_s} if trivial else None,
+        "trivial_put": asdict(trivial_put) | {"req_per_s": trivial_put.req_per_s} if trivial_put else None,
         "trivial_redis": asdict(trivial_redis) | {"req_per_s": trivial_redis.req_per_s} if trivial_redis else None,
         "redis_benchmark": redis_ops,
         "lmstfy_reference": LMSTFY_REFERENCE,
@@ -864,13 +882,16 @@ def markdown(report: dict[str, Any]) -> str:
             e = r["extra"]
             rows += ["", f"Timer lateness ({e['jobs']:.0f} jobs due in 1-3 s): p50 {e['late_p50_ms']:.0f} ms, "]
             rows[-1] += f"p99 {e['late_p99_ms']:.0f} ms, max {e['late_max_ms']:.0f} ms, early {e['early']:.0f}."
+    for r in report["results"]:
+        if "req/trivial-put" in r["ratios"]:
+            rows += ["", f"{r['name']} ÷ trivial-put (the same PUT request): {r['ratios']['req/trivial-put']:.2f}."]
     return "\n".join(rows + ceiling_rows(report))
 
 
 def ceiling_rows(report: dict[str, Any]) -> list[str]:
     ops = report["redis_benchmark"]
     rows = [""]
-    for trivial in (report["trivial"], report.get("trivial_redis")):
+    for trivial in (report["trivial"], report.get("trivial_put"), report.get("trivial_redis")):
         if trivial:
             rows.append(
                 f"Ceiling: {trivial['name']} {fmt(trivial['req_per_s'])} req/s (p50 {trivial['p50_ms']:.1f} ms, "
@@ -896,7 +917,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per scenario")
     parser.add_argument("--clients", type=int, default=32, help="concurrent keep-alive connections")
     parser.add_argument("--scenarios", type=lambda s: names(s, SCENARIOS), default=SCENARIOS, help=",".join(SCENARIOS))
-    every_ceiling = ["trivial", "trivial-redis", "redis"]
+    every_ceiling = ["trivial", "trivial-put", "trivial-redis", "redis"]
     parser.add_argument("--ceilings", type=lambda s: names(s, every_ceiling), default=every_ceiling)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="trivial endpoint workers")
     parser.add_argument("--trivial-app", choices=["raw", "starlette", "redis-py"], default="raw")

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """A trivial HTTP endpoint served exactly as `lmstfy-py serve` serves its apps: the bench's ceiling.
 
-Every request gets 200 `{"msg":"ok"}`. The serving stack is lmstfy_py.server's own: the same
-listening sockets (lmstfy_py.listeners: one per worker on Linux, backlog, TCP_NODELAY), the same
-hypercorn settings (`hypercorn_config`: access log off, graceful timeout), the same event loop
-(uvloop when installed), the same GC tuning, and `--workers` processes forked after the address
-is reserved.
+Every request gets 200 `{"msg":"ok"}`, once its body (if any) is read. The serving stack is
+lmstfy_py.server's own: the same listening sockets (lmstfy_py.listeners: one per worker on
+Linux, backlog, TCP_NODELAY), the same hypercorn settings (`hypercorn_config`: access log off,
+graceful timeout), the same event loop (uvloop when installed), the same GC tuning, and
+`--workers` processes forked after the address is reserved.
 So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
@@ -60,6 +60,8 @@ async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return
+    while (await receive()).get("more_body"):  # the request body, read as any endpoint must
+        pass
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     await send({"type": "http.response.body", "body": BODY})
 

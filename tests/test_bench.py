@@ -44,11 +44,12 @@ def test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace(server
     assert server.proc is not None
     assert any(f"server={server.proc.pid}, redis={server.redis_pid}" in line for line in lines), done.stdout
     assert any(f"redis unix:{server.data_dir / 'redis.sock'}" in line for line in lines), done.stdout
-    for name in ("publish", "consume_ack", "trivial-raw", "redis-benchmark"):
+    for name in ("publish", "consume_ack", "trivial-raw", "trivial-raw-put", "trivial-redis", "redis-benchmark"):
         assert any(line.startswith(name) for line in lines), done.stdout
     results = {r["name"]: r for r in json.loads(report.read_text())["results"]}
     assert results["publish"]["jobs"] > 0 and results["consume_ack"]["jobs"] > 0
     assert results["publish"]["ratios"]["req/trivial"] > 0
+    assert results["publish"]["ratios"]["req/trivial-put"] > 0
     # Its namespaces are purged: nothing of the bench stays on the server.
     listed = httpx.get(f"{server.admin_url}/namespaces").json()["namespaces"]
     assert [n["namespace"] for n in listed if n["namespace"].startswith("bench-")] == [], listed

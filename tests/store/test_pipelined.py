@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
@@ -182,6 +183,9 @@ async def test_a_hung_redis_times_out_every_command_in_flight(private_redis: Red
     assert await pipelined.execute_command("SET", "k", "before") == b"OK"
     assert private_redis.pid is not None
     os.kill(private_redis.pid, signal.SIGSTOP)
+    # Should this test die before its `finally` (a hard timeout), a frozen Redis would outlive the
+    # session: it cannot act on the SIGTERM its parent's death sends. This unfreezes it regardless.
+    guard = subprocess.Popen(["sh", "-c", f"sleep 10; kill -CONT {private_redis.pid}"], start_new_session=True)
     try:
         started = time.monotonic()
         replies = await asyncio.gather(
@@ -190,6 +194,8 @@ async def test_a_hung_redis_times_out_every_command_in_flight(private_redis: Red
         waited = time.monotonic() - started
     finally:
         os.kill(private_redis.pid, signal.SIGCONT)
+        guard.kill()
+        guard.wait()
     assert all(isinstance(reply, RedisTimeoutError) for reply in replies), replies
     assert 0.25 <= waited < 1.5
     # The late replies of the dropped connection reach nobody: a new caller gets its own.

@@ -28,18 +28,29 @@ from typing import Any
 
 import hiredis
 from redis.asyncio.connection import SSLConnection, parse_url
-from redis.exceptions import BusyLoadingError, NoScriptError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import (
+    BusyLoadingError,
+    MasterDownError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Arg = str | bytes | int | float
 Command = Sequence[Arg]
 
-# The error replies the engine and the web layer tell apart (web/errors.py); others stay ResponseError.
+# The error replies the engine and the web layer tell apart (web/errors.py), as redis-py's classes;
+# others stay ResponseError with their code in the message (web/errors.py reads MISCONF, BUSY).
 _ERRORS: dict[str, type[ResponseError]] = {
     "NOSCRIPT": NoScriptError,
     "READONLY": ReadOnlyError,
     "LOADING": BusyLoadingError,
+    "OOM": OutOfMemoryError,
+    "MASTERDOWN": MasterDownError,
 }
 
 

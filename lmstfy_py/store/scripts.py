@@ -8,12 +8,15 @@ NOSCRIPT (after a restart or SCRIPT FLUSH), so a step stays one round trip.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from redis.exceptions import NoScriptError
+
+log = logging.getLogger(__name__)
 
 Arg = str | bytes | int | float
 Command = Sequence[Arg]
@@ -73,8 +76,10 @@ async def run_pipeline(
     """Runs script calls, then the raw commands of `tail`, in one pipeline (one round trip).
 
     `client` is a redis-py client or a PipelinedRedis (store/pipelined.py). A call refused with
-    NOSCRIPT did nothing, so it is safely run again alone, which loads its script. `tail` must
-    hold only idempotent commands.
+    NOSCRIPT did nothing, so it is safely run again alone, which loads its script. `tail` holds
+    index updates only (idempotent, re-derived by the pump's sweep within a second): once the
+    scripts did their work, a failed tail command (Redis out of memory, say, which refuses a ZADD
+    but not a consume) is logged, not raised, or the caller would be told a done step failed.
     """
     if len(calls) == 1 and not tail:
         # One command needs no pipeline: redis-py's Pipeline costs more CPU than the call itself.
@@ -86,10 +91,12 @@ async def run_pipeline(
     for command in tail:
         pipe.execute_command(*command)
     results = await pipe.execute(raise_on_error=False)
-    for i, result in enumerate(results):
-        if i < len(calls) and isinstance(result, NoScriptError):
-            script, keys, args = calls[i]
+    for i, (script, keys, args) in enumerate(calls):
+        if isinstance(results[i], NoScriptError):
             results[i] = await script(client, keys, args)
-        elif isinstance(result, Exception):
-            raise result
+        elif isinstance(results[i], Exception):
+            raise results[i]
+    for command, result in zip(tail, results[len(calls) :], strict=True):
+        if isinstance(result, Exception):
+            log.warning("%s after a job step failed (the pump's sweep repairs it): %s", command[0], result)
     return results

@@ -13,8 +13,11 @@ import logging
 from redis.exceptions import (
     BusyLoadingError,
     ClusterDownError,
+    MasterDownError,
     MaxConnectionsError,
+    OutOfMemoryError,
     ReadOnlyError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -35,12 +38,21 @@ _STORAGE_REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (BusyLoadingError, "redis is loading its data"),
     (MaxConnectionsError, "too many redis connections"),
     (ReadOnlyError, "redis is read-only"),
+    (OutOfMemoryError, "redis is out of memory"),
+    (MasterDownError, "redis lost its master"),  # a ClusterDownError too
     (ClusterDownError, "redis cluster is down"),
     (RedisTimeoutError, "redis timed out"),
     (TimeoutError, "redis timed out"),
     (RedisConnectionError, "cannot connect to redis"),
     (OSError, "cannot connect to redis"),
 )
+
+
+# Error replies redis-py has no class for, by their code: Redis cannot take the command now.
+_STORAGE_REPLIES = {
+    "MISCONF": "redis cannot persist its data",  # e.g. its disk is full: it refuses writes
+    "BUSY": "redis is busy running a script",
+}
 
 
 class _HttpError(LmstfyError):
@@ -55,6 +67,8 @@ def storage_reason(exc: BaseException) -> str | None:
     for kind, reason in _STORAGE_REASONS:
         if isinstance(exc, kind):
             return reason
+    if isinstance(exc, ResponseError):
+        return _STORAGE_REPLIES.get(str(exc).split(" ", 1)[0])
     return None
 
 

@@ -46,6 +46,11 @@ async def test_unexpected_exception_is_a_logged_500_with_request_id(caplog: pyte
         (redis_errors.ClusterDownError("CLUSTERDOWN"), "redis cluster is down"),
         (redis_errors.MaxConnectionsError("Too many connections"), "too many redis connections"),
         (redis_errors.ReadOnlyError("READONLY"), "redis is read-only"),
+        # redis-py's classes (Cluster and Sentinel pools), and the same replies from store/pipelined.py
+        (redis_errors.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"), "redis is out of memory"),
+        (redis_errors.MasterDownError("Link with MASTER is down"), "redis lost its master"),
+        (redis_errors.ResponseError("MISCONF Errors writing to the AOF file"), "redis cannot persist its data"),
+        (redis_errors.ResponseError("BUSY Redis is busy running a script."), "redis is busy running a script"),
         (ConnectionRefusedError(111, "refused"), "cannot connect to redis"),
         (TimeoutError(), "redis timed out"),
     ],

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import keys
 from lmstfy_py.web import create_admin_app, create_data_app
 from tests.conftest import client_for
 from tests.redis_procs import RedisProcess
@@ -113,3 +116,72 @@ async def test_the_pump_backs_off_instead_of_spinning(
     attempts = [r for r in caplog.records if r.name == "lmstfy_py.store.pump"]
     # With backoff (50 ms doubling to 1 s) two seconds hold about six attempts; a busy loop, thousands.
     assert 1 <= len(attempts) <= 12
+
+
+async def test_redis_out_of_memory_refuses_new_jobs_with_503_and_keeps_draining_old_ones(
+    redis_server: RedisProcess, clients: tuple[httpx.AsyncClient, httpx.AsyncClient]
+) -> None:
+    """maxmemory reached with noeviction: Redis refuses what would grow it, never half a step."""
+    data, admin = clients
+    token = await token_for(admin)
+    for body in (b"one", b"two"):
+        await data.put(f"/api/{NS}/{Q}", params={"token": token}, content=body)
+    first = (await data.get(f"/api/{NS}/{Q}", params={"token": token, "ttr": 60})).json()
+    with redis_server.client() as server:
+        server.config_set("maxmemory-policy", "noeviction")
+        server.config_set("maxmemory", 1)
+        try:
+            refused = await data.put(f"/api/{NS}/{Q}", params={"token": token}, content=b"three")
+            second = await data.get(f"/api/{NS}/{Q}", params={"token": token, "ttr": 60})
+            acks = [
+                await data.delete(f"/api/{NS}/{Q}/job/{job_id}", params={"token": token})
+                for job_id in (first["job_id"], second.json()["job_id"])
+            ]
+        finally:
+            server.config_set("maxmemory", 0)
+    assert refused.status_code == 503, refused.text
+    assert refused.json() == {"error": "storage unavailable: redis is out of memory"}
+    # A consume frees memory: it works, and its job is reserved (the due-index hint that Redis
+    # refused is re-derived by the pump's sweep).
+    assert second.status_code == 200, second.text
+    assert second.json()["data"] == "dHdv"  # "two"
+    assert [answer.status_code for answer in acks] == [204, 204]
+    # The refused publish stored nothing: no job to consume, no job data left in Redis.
+    assert (await data.get(f"/api/{NS}/{Q}/size")).json()["size"] == 0
+    assert (await data.get(f"/api/{NS}/{Q}", params={"token": token})).status_code == 404
+    with redis_server.client() as server:
+        assert list(server.scan_iter(match=keys.job_prefix(NS) + "*")) == []
+
+
+async def test_redis_unable_to_persist_refuses_changes_with_503(tmp_path: Path) -> None:
+    """A failed snapshot with stop-writes-on-bgsave-error (a full or vanished disk): MISCONF on every write."""
+    workdir = tmp_path / "redis"
+    server = RedisProcess(workdir, extra_args=["--save", "3600 1"])
+    server.start()
+    runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=server.url)}), run_pumps=False)
+    try:
+        async with client_for(create_data_app(runtime)) as data, client_for(create_admin_app(runtime)) as admin:
+            token = await token_for(admin)
+            await data.put(f"/api/{NS}/{Q}", params={"token": token}, content=b"kept")
+            shutil.rmtree(workdir)  # Redis's working directory: its next snapshot cannot be written
+            with server.client() as conn:
+                conn.bgsave()
+                deadline = time.monotonic() + 5
+                while conn.info("persistence")["rdb_last_bgsave_status"] != "err" and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+                refused = [
+                    await data.put(f"/api/{NS}/{Q}", params={"token": token}, content=b"lost?"),
+                    await data.get(f"/api/{NS}/{Q}", params={"token": token, "ttr": 60}),
+                ]
+                size = await data.get(f"/api/{NS}/{Q}/size")  # reads still work
+                conn.config_set("save", "")  # writable again (and no snapshot at shutdown)
+            for answer in refused:
+                assert answer.status_code == 503, answer.text
+                assert answer.json() == {"error": "storage unavailable: redis cannot persist its data"}
+            assert size.json()["size"] == 1
+            consumed = await data.get(f"/api/{NS}/{Q}", params={"token": token})
+            assert consumed.json()["data"] == "a2VwdA=="  # "kept", and nothing else was stored
+            assert (await data.get(f"/api/{NS}/{Q}/size")).json()["size"] == 0
+    finally:
+        await runtime.stop()
+        server.stop()

@@ -14,11 +14,10 @@ import asyncio
 import functools
 import secrets
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from typing import Any
 
-from redis.exceptions import RedisError
-
+from lmstfy_py import tasks
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.store import keys
 
@@ -32,7 +31,7 @@ class TokenStore:
         self.redis = redis
         self.pools = set(pools)
         self._cache: dict[TokenKey, tuple[bool, float]] = {}  # -> (found, until when, monotonic)
-        self._lookups: dict[TokenKey, asyncio.Future[bool]] = {}
+        self._lookups: dict[Hashable, asyncio.Future[bool]] = {}  # token key -> its lookup in flight
         # Bumped by every change this process makes: a lookup begun before it must not cache its answer.
         self._changes = 0
 
@@ -86,16 +85,7 @@ class TokenStore:
         cached = self._cache.get(key)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        lookup = self._lookups.get(key)
-        if lookup is None:
-            lookup = self._lookups[key] = asyncio.ensure_future(self._look_up(key))
-            lookup.add_done_callback(functools.partial(self._looked_up, key))
-        try:
-            # Shielded: a request that gives up (its client left) must not cancel the others' lookup.
-            return await asyncio.shield(lookup)
-        except RedisError as exc:
-            # A copy per request: one exception raised in every waiting task would pile up their tracebacks.
-            raise type(exc)(*exc.args) from None
+        return await tasks.shared(self._lookups, key, functools.partial(self._look_up, key))
 
     async def _look_up(self, key: TokenKey) -> bool:
         pool, ns, token = key
@@ -106,11 +96,6 @@ class TokenStore:
                 self._cache.clear()
             self._cache[key] = (found, started + CACHE_TTL_S)
         return found
-
-    def _looked_up(self, key: TokenKey, lookup: asyncio.Future[bool]) -> None:
-        del self._lookups[key]
-        if not lookup.cancelled():
-            lookup.exception()  # marks a failure retrieved even if every waiter had left
 
     def _forget(self, pool: str, ns: str, token: str | None = None) -> None:
         """Drops the cached answers for one token, or (token None) for every token of the namespace."""

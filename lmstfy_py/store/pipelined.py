@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import hiredis
@@ -39,6 +39,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from lmstfy_py import tasks
 
 Arg = str | bytes | int | float
 Command = Sequence[Arg]
@@ -168,7 +170,7 @@ class PipelinedRedis:
         if options.get("db"):
             self.hello.append(("SELECT", options["db"]))
         self._wire: _Wire | None = None
-        self._connecting = asyncio.Lock()
+        self._connecting: dict[Hashable, asyncio.Future[_Wire]] = {}  # the connect attempt in flight
 
     @staticmethod
     def supports(url: str) -> bool:
@@ -205,6 +207,8 @@ class PipelinedRedis:
         return sha.decode()
 
     async def aclose(self) -> None:
+        for attempt in self._connecting.values():
+            attempt.cancel()
         if self._wire is not None:
             self._wire.close()
             self._wire = None
@@ -223,10 +227,9 @@ class PipelinedRedis:
         wire = self._wire
         if wire is not None and wire.failure is None:
             return wire
-        async with self._connecting:  # one connect at a time; those waiting share its result
-            if self._wire is None or self._wire.failure is not None:
-                self._wire = await self._connect()
-            return self._wire
+        # One attempt at a time, its outcome shared (tasks.shared): callers queued behind a lock
+        # would each wait out their own connect timeout, one after another, if Redis did not answer.
+        return await tasks.shared(self._connecting, "connect", self._connect)
 
     async def _connect(self) -> _Wire:
         loop = asyncio.get_running_loop()
@@ -248,6 +251,7 @@ class PipelinedRedis:
             except BaseException:
                 wire.close()
                 raise
+        self._wire = wire
         return wire
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
@@ -176,6 +177,35 @@ async def test_an_idle_connection_dropped_by_a_restart_is_replaced_on_the_next_c
     private_redis.restart()
     assert await pipelined.execute_command("PING") == b"PONG"
     await pipelined.aclose()
+
+
+@pytest.fixture
+def unresponsive_port() -> Iterator[int]:
+    """A port whose connection attempts get no answer, as behind a network partition: Linux drops
+    the SYNs of a listener whose accept queue is full."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = [socket.socket() for _ in range(3)]
+    for filler in fillers:
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+    yield port
+    for open_socket in (*fillers, listener):
+        open_socket.close()
+
+
+async def test_callers_share_one_connect_attempt_to_an_unresponsive_redis(unresponsive_port: int) -> None:
+    pipelined = PipelinedRedis(f"redis://127.0.0.1:{unresponsive_port}", connect_timeout_s=0.3)
+    started = time.monotonic()
+    replies = await asyncio.gather(*(pipelined.execute_command("PING") for _ in range(20)), return_exceptions=True)
+    waited = time.monotonic() - started
+    await pipelined.aclose()
+    assert all(isinstance(reply, RedisConnectionError) for reply in replies), replies
+    assert len({id(reply) for reply in replies}) == 20  # each caller its own exception
+    # One shared attempt and its retry: ~0.6 s. Attempts one after another would take 20 x 0.3 x 2 s.
+    assert waited < 3.0, waited
 
 
 async def test_a_hung_redis_times_out_every_command_in_flight(private_redis: RedisProcess) -> None:

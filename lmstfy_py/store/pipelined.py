@@ -41,9 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py import tasks
-
-Arg = str | bytes | int | float
-Command = Sequence[Arg]
+from lmstfy_py.store.scripts import Arg, Command
 
 # The error replies the engine and the web layer tell apart (web/errors.py), as redis-py's classes;
 # others stay ResponseError with their code in the message (web/errors.py reads MISCONF, BUSY).
@@ -219,7 +217,7 @@ class PipelinedRedis:
         replies = await asyncio.gather(*futures, return_exceptions=True)
         # A lost or timed-out connection fails the whole batch: raise it (the caller retries a lost one).
         for reply in replies:
-            if isinstance(reply, (RedisConnectionError, RedisTimeoutError, asyncio.CancelledError)):
+            if isinstance(reply, (RedisConnectionError, RedisTimeoutError)):
                 raise reply
         return replies
 

@@ -56,6 +56,8 @@ async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
             await send({"type": "lifespan.startup.complete"})
         await send({"type": "lifespan.shutdown.complete"})
         return
+    while (await receive()).get("more_body"):  # the request body, read as any endpoint must
+        pass
     await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
     await send({"type": "http.response.body", "body": BODY})
 

@@ -44,6 +44,13 @@ def private_redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
+async def private_client(private_redis: RedisProcess) -> AsyncIterator[PipelinedRedis]:
+    pipelined = PipelinedRedis(private_redis.url)
+    yield pipelined
+    await pipelined.aclose()
+
+
+@pytest.fixture
 async def client(redis_url: str) -> AsyncIterator[PipelinedRedis]:
     pipelined = PipelinedRedis(redis_url)
     yield pipelined
@@ -63,14 +70,14 @@ async def test_every_concurrent_caller_gets_its_own_reply(client: PipelinedRedis
     assert replies == [f"caller-{i}".encode() for i in range(500)]
 
 
-async def test_the_commands_of_one_turn_reach_redis_together(private_redis: RedisProcess) -> None:
-    pipelined = PipelinedRedis(private_redis.url)
-    await pipelined.execute_command("PING")  # connected
+async def test_the_commands_of_one_turn_reach_redis_together(
+    private_redis: RedisProcess, private_client: PipelinedRedis
+) -> None:
+    await private_client.execute_command("PING")  # connected
     with private_redis.client() as server:
         before = reads_processed(server)
-        replies = await asyncio.gather(*(pipelined.execute_command("INCR", "counter") for _ in range(200)))
+        replies = await asyncio.gather(*(private_client.execute_command("INCR", "counter") for _ in range(200)))
         reads = reads_processed(server) - before - 1  # minus the INFO of `before`
-    await pipelined.aclose()
     assert sorted(replies) == list(range(1, 201))
     # redis-py would make Redis read 200 times, once per command; one write is read in a few.
     assert reads <= 5, f"Redis read {reads} times for 200 commands of one turn"
@@ -136,23 +143,21 @@ async def test_a_batch_keeps_error_replies_in_place(client: PipelinedRedis) -> N
         await client.execute_many([("GET", "batch-key"), ("LPUSH", "batch-key", "x")])
 
 
-async def test_a_cancelled_caller_does_not_shift_the_replies(private_redis: RedisProcess) -> None:
-    pipelined = PipelinedRedis(private_redis.url)
-    slow = asyncio.create_task(pipelined.execute_command("DEBUG", "SLEEP", "0.3"))
+async def test_a_cancelled_caller_does_not_shift_the_replies(private_client: PipelinedRedis) -> None:
+    slow = asyncio.create_task(private_client.execute_command("DEBUG", "SLEEP", "0.3"))
     await asyncio.sleep(0.05)
-    queued_behind = asyncio.create_task(pipelined.execute_command("EVAL", ECHO, 0, "mine"))
+    queued_behind = asyncio.create_task(private_client.execute_command("EVAL", ECHO, 0, "mine"))
     await asyncio.sleep(0.05)
     slow.cancel()
     assert await queued_behind == b"mine"
-    assert await pipelined.execute_command("EVAL", ECHO, 0, "next") == b"next"
-    await pipelined.aclose()
+    assert await private_client.execute_command("EVAL", ECHO, 0, "next") == b"next"
 
 
 async def test_a_lost_connection_fails_what_was_in_flight_and_the_next_call_reconnects(
     private_redis: RedisProcess,
+    private_client: PipelinedRedis,
 ) -> None:
-    pipelined = PipelinedRedis(private_redis.url)
-    in_flight = asyncio.create_task(pipelined.execute_command("DEBUG", "SLEEP", "5"))
+    in_flight = asyncio.create_task(private_client.execute_command("DEBUG", "SLEEP", "5"))
     await asyncio.sleep(0.1)
     started = time.monotonic()
     private_redis.kill()
@@ -162,21 +167,19 @@ async def test_a_lost_connection_fails_what_was_in_flight_and_the_next_call_reco
     # Down: each call fails at once, never hangs.
     started = time.monotonic()
     with pytest.raises(RedisConnectionError):
-        await pipelined.execute_command("PING")
+        await private_client.execute_command("PING")
     assert time.monotonic() - started < 1.0
     private_redis.start()
-    assert await pipelined.execute_command("EVAL", ECHO, 0, "back") == b"back"
-    await pipelined.aclose()
+    assert await private_client.execute_command("EVAL", ECHO, 0, "back") == b"back"
 
 
 async def test_an_idle_connection_dropped_by_a_restart_is_replaced_on_the_next_call(
     private_redis: RedisProcess,
+    private_client: PipelinedRedis,
 ) -> None:
-    pipelined = PipelinedRedis(private_redis.url)
-    assert await pipelined.execute_command("PING") == b"PONG"
+    assert await private_client.execute_command("PING") == b"PONG"
     private_redis.restart()
-    assert await pipelined.execute_command("PING") == b"PONG"
-    await pipelined.aclose()
+    assert await private_client.execute_command("PING") == b"PONG"
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 
     python3 scripts/dev.py serve [ARGS...]   # lmstfy-py serve ARGS
     python3 scripts/dev.py test [ARGS...]    # pytest ARGS (from the repo root)
-    python3 scripts/dev.py lint              # ruff check + ruff format --check
+    python3 scripts/dev.py lint              # ruff check + ruff format --check + mypy lmstfy_py
 
 It creates `.venv` in the repo root when missing and (re)installs the project into it
 whenever pyproject.toml changed, then hands the process over to the real command (exec), so
@@ -65,10 +65,11 @@ def rebase_path(arg: str, cwd: Path) -> str:
 
 
 def run_lint() -> int:
-    ruff = str(venv_bin("ruff"))
-    checked = subprocess.run([ruff, "check", *LINT_PATHS], cwd=ROOT, check=False).returncode
-    formatted = subprocess.run([ruff, "format", "--check", *LINT_PATHS], cwd=ROOT, check=False).returncode
-    return checked or formatted
+    """Every check, even after one failed, so one run shows every problem."""
+    ruff, mypy = str(venv_bin("ruff")), str(venv_bin("mypy"))
+    checks = [[ruff, "check", *LINT_PATHS], [ruff, "format", "--check", *LINT_PATHS], [mypy, "lmstfy_py"]]
+    codes = [subprocess.run(check, cwd=ROOT, check=False).returncode for check in checks]
+    return max(codes)
 
 
 def main(argv: list[str]) -> int:

@@ -23,6 +23,7 @@ import pytest
 
 from lmstfy_py import metrics, tasks
 from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.metrics import multiproc, recording
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app
@@ -225,7 +226,7 @@ async def test_a_metric_that_cannot_be_written_fails_no_request(
     def disk_full(*labels: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(metrics, "_child", disk_full)
+    monkeypatch.setattr(recording, "_child", disk_full)
     job_id = await publish(data, f"/api/{ns}/q", headers)  # 201, not a 503 that a client would retry
     assert await consume(data, f"/api/{ns}/q", headers) == job_id
 
@@ -343,9 +344,9 @@ def test_only_the_metrics_directories_of_dead_servers_are_removed(
     for name in (f"{dead}-killed", f"{dead}-elsewhere", f"{live}-running"):
         (tmp_path / name).mkdir()
     # Locked: a live server in another pid namespace sharing this directory, whose pid we cannot see.
-    held = metrics._flocked_directory(str(tmp_path / f"{dead}-elsewhere"))
+    held = multiproc._flocked_directory(str(tmp_path / f"{dead}-elsewhere"))
     try:
-        metrics._remove_stale_directories()
+        multiproc._remove_stale_directories()
     finally:
         assert held is not None
         os.close(held)

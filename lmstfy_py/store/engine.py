@@ -47,7 +47,8 @@ def ttl_seconds(pttl_ms: int) -> int:
 
 
 def encode_data(body: bytes, attributes: dict[str, str] | None) -> bytes:
-    return msgpack.packb([body, attributes], use_bin_type=True)
+    packed: bytes = msgpack.packb([body, attributes], use_bin_type=True)
+    return packed
 
 
 def decode_data(data: bytes) -> tuple[bytes, dict[str, str] | None]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis.asyncio.connection import SSLConnection, parse_url
@@ -45,7 +45,7 @@ from lmstfy_py.store.scripts import Arg, Command
 
 # The error replies the engine and the web layer tell apart (web/errors.py), as redis-py's classes;
 # others stay ResponseError with their code in the message (web/errors.py reads MISCONF, BUSY).
-_ERRORS: dict[str, type[ResponseError]] = {
+_ERRORS: dict[str, type[RedisError]] = {
     "NOSCRIPT": NoScriptError,
     "READONLY": ReadOnlyError,
     "LOADING": BusyLoadingError,
@@ -56,11 +56,12 @@ _ERRORS: dict[str, type[ResponseError]] = {
 
 def pack(command: Command) -> bytes:
     """One command in RESP, as Redis reads it (hiredis's encoder, in C: 3x faster than ours in Python)."""
-    packed: bytes = hiredis.pack_command(tuple(command))
+    # hiredis's stub types the argument as a 1-tuple; it takes any number of items.
+    packed: bytes = hiredis.pack_command(cast(Any, tuple(command)))
     return packed
 
 
-def _error_of(reply: ResponseError) -> ResponseError:
+def _error_of(reply: ResponseError) -> RedisError:
     message = str(reply)
     code = message.split(" ", 1)[0]
     cls = _ERRORS.get(code)

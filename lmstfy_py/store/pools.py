@@ -112,7 +112,7 @@ class _SentinelConnection(SentinelManagedConnection):
         # redis-py's retry reconnects here, to the last address it knew (a former master after a
         # failover; redis-py issue #3874): ask the sentinels first, as SentinelManagedConnection.connect does.
         if not self.is_connected:
-            await self.connect()
+            await self.connect()  # type: ignore[no-untyped-call]
         await super().send_packed_command(*args, **kwargs)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -131,12 +131,12 @@ class _SentinelPool(SentinelConnectionPool):
     """Follows the sentinels' master even on connections that never fail (see the module doc)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
         self._next_check = 0.0
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         await self._check_master()
-        connection = await super().get_connection(*args, **kwargs)
+        connection = await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]
         if self.master_address is not None and (connection.host, connection.port) != self.master_address:
             # Taken from the pool while still connected to a former master.
             try:
@@ -153,7 +153,8 @@ class _SentinelPool(SentinelConnectionPool):
         self._next_check = time.monotonic() + MASTER_CHECK_S
         # Sentinels unreachable but the master fine: keep using it; a failed connect asks again.
         with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
-            await self.get_master_address()  # drops idle connections when the master moved
+            # Drops idle connections when the master moved.
+            await self.get_master_address()  # type: ignore[no-untyped-call]
 
     async def aclose(self) -> None:
         await super().aclose()

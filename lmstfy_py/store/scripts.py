@@ -90,7 +90,7 @@ async def run_pipeline(
         script.queue(pipe, keys, args)
     for command in tail:
         pipe.execute_command(*command)
-    results = await pipe.execute(raise_on_error=False)
+    results: list[Any] = await pipe.execute(raise_on_error=False)
     for i, (script, keys, args) in enumerate(calls):
         if isinstance(results[i], NoScriptError):
             results[i] = await script(client, keys, args)

@@ -16,7 +16,7 @@ from lmstfy_py import server
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
-from lmstfy_py.web.auth import authorized, credentials
+from lmstfy_py.web.admin.auth import authorized, credentials
 from tests.conftest import client_for
 from tests.redis_procs import free_port
 from tests.web.test_accesslog import running_server

@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute
 
 from lmstfy_py.errors import InvalidParameter, NotFound
 from lmstfy_py.web import params
-from lmstfy_py.web.admin_request import namespace_of, runtime_of
+from lmstfy_py.web.admin.request import namespace_of, runtime_of
 from lmstfy_py.web.middleware import route
 
 

@@ -18,7 +18,7 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.types import Job
 from lmstfy_py.web import params
-from lmstfy_py.web.admin_request import engine_of, namespace_of, pool_of, runtime_of
+from lmstfy_py.web.admin.request import engine_of, namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 
 DEAD_PEEK_DEFAULT = 10

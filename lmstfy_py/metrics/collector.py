@@ -1,0 +1,130 @@
+"""The size and Redis collector: refreshes the queue-size and Redis gauges in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Sequence
+from typing import IO, Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
+
+from lmstfy_py import tasks
+from lmstfy_py.metrics.families import DEADLETTER_SIZES, QUEUE_SIZES, REDIS_GAUGES, TIMER_SIZES
+from lmstfy_py.metrics.multiproc import directory
+from lmstfy_py.store import keys
+from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.pools import Pools
+
+log = logging.getLogger(__name__)
+
+COLLECT_EVERY_S = 5.0  # as lmstfy's size monitor
+LOCK_FILE = "collector.lock"
+
+
+class Collector:
+    """Refreshes the size and Redis gauges in the background, so a scrape costs no Redis call.
+
+    With several workers only the one holding the lock file in the metrics directory
+    collects: they share the directory, so one set of gauges is enough.
+    """
+
+    def __init__(self, pools: Pools, every_s: float = COLLECT_EVERY_S) -> None:
+        self.pools = pools
+        self.every_s = every_s
+        self._reported: dict[str, set[tuple[str, str]]] = {}  # pool -> (namespace, queue) with sizes set
+        self._lock: IO[bytes] | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        directory()
+        self._task = asyncio.create_task(self._run(), name="metrics-collector")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await tasks.finish(self._task)
+        self._task = None
+        if self._lock is not None:
+            self._lock.close()  # releases the flock: another worker may take over
+            self._lock = None
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            if self._holds_lock():
+                await self.refresh()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.every_s)
+
+    def _holds_lock(self) -> bool:
+        if self._lock is None:
+            handle = open(os.path.join(directory(), LOCK_FILE), "ab")  # noqa: SIM115 (held until stop)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.close()
+                return False
+            self._lock = handle
+        return True
+
+    async def refresh(self) -> None:
+        """Reads every pool's sizes and Redis INFO now; a pool that fails keeps its last values."""
+        for engine in self.pools.engines():
+            try:
+                await self._collect_sizes(engine)
+                await _collect_info(engine)
+            except (RedisError, OSError) as exc:
+                log.warning("metrics of pool %s: %s", engine.pool, exc)
+
+    async def _collect_sizes(self, engine: Engine) -> None:
+        pool, client = engine.pool, engine.redis
+        namespaces = await engine.namespaces()
+        queue_sets = await _pipelined(client, [("smembers", keys.queues(ns)) for ns in namespaces])
+        pairs = [(ns, q.decode()) for ns, members in zip(namespaces, queue_sets, strict=True) for q in sorted(members)]
+        calls = [("zcard", keys.timer(ns)) for ns in namespaces]
+        for ns, queue in pairs:
+            calls += [("llen", keys.ready(ns, queue)), ("llen", keys.dead(ns, queue))]
+        found = await _pipelined(client, calls)
+        TIMER_SIZES.labels(pool).set(sum(found[: len(namespaces)]))
+        sizes = found[len(namespaces) :]
+        for i, (ns, queue) in enumerate(pairs):
+            QUEUE_SIZES.labels(pool, ns, queue).set(sizes[2 * i])
+            DEADLETTER_SIZES.labels(pool, ns, queue).set(sizes[2 * i + 1])
+        # Files cannot forget a series: a queue that is gone (purged namespace) reads 0 from now on.
+        for ns, queue in self._reported.get(pool, set()) - set(pairs):
+            QUEUE_SIZES.labels(pool, ns, queue).set(0)
+            DEADLETTER_SIZES.labels(pool, ns, queue).set(0)
+        self._reported[pool] = set(pairs)
+
+
+async def _pipelined(client: Any, calls: Sequence[tuple[str, str]]) -> list[Any]:
+    if not calls:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for command, key in calls:
+        getattr(pipe, command)(key)
+    return list(await pipe.execute())
+
+
+async def _collect_info(engine: Engine) -> None:
+    """lmstfy's Redis gauges from INFO, summed over a cluster's primaries."""
+    client = engine.redis
+    if isinstance(client, RedisCluster):
+        await client.initialize()  # a no-op once the client knows its nodes
+        infos = [await client.info(target_nodes=node) for node in client.get_primaries()]
+    else:
+        infos = [await client.info()]
+    totals = dict.fromkeys(REDIS_GAUGES, 0)
+    for info in infos:
+        for field in ("maxmemory", "used_memory", "connected_clients", "blocked_clients"):
+            totals[field] += int(info.get(field, 0))
+        for name, db in info.items():
+            if name.startswith("db") and isinstance(db, dict):
+                totals["keys"] += int(db.get("keys", 0))
+                totals["expires"] += int(db.get("expires", 0))
+    for field, gauge in REDIS_GAUGES.items():
+        gauge.labels(engine.pool).set(totals[field])

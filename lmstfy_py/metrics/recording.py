@@ -1,0 +1,140 @@
+"""Recording: the calls the web layer and the engine make to count what happened.
+
+Every call is cheap (a cached child, no label validation) and never raises: a metric that
+cannot be written must not fail the job operation it counts.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ParamSpec
+
+from lmstfy_py import ids
+from lmstfy_py.metrics.families import (
+    CONSUME_JOBS,
+    CONSUME_MULTI_JOBS,
+    CONSUME_QUEUE_JOBS,
+    DEADLETTER_RESPAWN_JOBS,
+    HTTP_CODES,
+    HTTP_LATENCY_MS,
+    HTTP_SECONDS,
+    JOB_ACK_ELAPSED_MS,
+    JOB_ELAPSED_MS,
+    PUBLISH_QUEUE_JOBS,
+    QUEUE_DIRECT_PUSH_JOBS,
+    RATE_LIMIT,
+    TIMER_ADD_JOBS,
+    TIMER_DUE_JOBS,
+)
+from lmstfy_py.metrics.multiproc import directory
+from lmstfy_py.store.engine import Engine, EngineObserver, PumpResult
+from lmstfy_py.types import Job, NewJob
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+
+
+_children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def _child(family: Any, *labels: str) -> Any:
+    """family.labels(*labels), minus its validation and lock on every call: this runs per request."""
+    key = (id(family), labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = family.labels(*labels)
+    return child
+
+
+def _never_raises(record: Callable[P, None]) -> Callable[P, None]:
+    """A metric that cannot be written (a full disk) must not fail the job operation it counts:
+    a publish answered 503 after it succeeded would be published twice by a retrying client."""
+
+    @functools.wraps(record)
+    def quiet(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            record(*args, **kwargs)
+        except Exception:
+            log.exception("metrics: %s failed", record.__name__)
+
+    return quiet
+
+
+# -- what the web layer reports ------------------------------------------------------------
+
+
+@_never_raises
+def observe_request(app: str, method: str, route: str, status: int, seconds: float) -> None:
+    """One answered HTTP request of either app, by route template (never the raw path)."""
+    directory()
+    _child(HTTP_SECONDS, app, method, route, str(status)).observe(seconds)
+
+
+@_never_raises
+def observe_lmstfy_request(pool: str, ns: str, api: str, method: str, status: int, seconds: float) -> None:
+    """lmstfy's own HTTP families of the data port; like lmstfy, latency only of 2xx answers."""
+    directory()
+    _child(HTTP_CODES, pool, ns, api, method, str(status)).inc()
+    if status < 300:
+        _child(HTTP_LATENCY_MS, pool, ns, api, method).observe(seconds * 1000)
+
+
+@_never_raises
+def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
+    """A publish ("produce") or consume ("consume") refused with 429 by the token's limit."""
+    directory()
+    _child(RATE_LIMIT, pool, ns, token, action).inc()
+
+
+# -- what the engine reports ---------------------------------------------------------------
+
+
+class EngineMetrics(EngineObserver):
+    """Counts job operations in the engine, so they are counted whatever the caller."""
+
+    @_never_raises
+    def published(self, pool: str, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None) -> None:
+        delayed = sum(1 for job in jobs if job.delay_ms > 0)
+        _child(PUBLISH_QUEUE_JOBS, pool, ns, queue).inc(len(jobs))
+        if delayed:
+            _child(TIMER_ADD_JOBS, pool).inc(delayed)
+        if delayed < len(jobs):
+            _child(QUEUE_DIRECT_PUSH_JOBS, pool).inc(len(jobs) - delayed)
+        if replaces:  # lmstfy re-publishes with a DELETE then a publish
+            self.acked(pool, ns, queue, replaces)
+
+    @_never_raises
+    def consumed(self, pool: str, ns: str, queues: Sequence[str], count: int, jobs: Sequence[Job]) -> None:
+        if not jobs:
+            return
+        # lmstfy's handler takes its multi-queue path for several queues or count > 1.
+        _child(CONSUME_MULTI_JOBS if len(queues) > 1 or count > 1 else CONSUME_JOBS, pool).inc(len(jobs))
+        for job in jobs:
+            _child(CONSUME_QUEUE_JOBS, pool, ns, job.queue).inc()
+            _child(JOB_ELAPSED_MS, pool, ns, job.queue).observe(job.elapsed_ms)
+
+    @_never_raises
+    def acked(self, pool: str, ns: str, queue: str, job_id: str) -> None:
+        # As lmstfy: every ACK counts, whether or not the job still existed, and an id it
+        # cannot read counts as 0 ms. pool_delete_jobs is this histogram's count.
+        elapsed = ids.elapsed_ms(job_id) if ids.is_valid(job_id) else 0
+        _child(JOB_ACK_ELAPSED_MS, pool, ns, queue).observe(elapsed)
+
+    @_never_raises
+    def respawned(self, pool: str, ns: str, queue: str, count: int) -> None:
+        if count:
+            _child(DEADLETTER_RESPAWN_JOBS, pool).inc(count)
+
+    @_never_raises
+    def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
+        if result.to_ready or result.to_dead:
+            _child(TIMER_DUE_JOBS, pool).inc(result.to_ready + result.to_dead)
+
+
+def observe_engines(engines: Iterable[Engine]) -> None:
+    directory()
+    observer = EngineMetrics()
+    for engine in engines:
+        engine.observer = observer

@@ -1,0 +1,53 @@
+"""Admin routes for tokens: list, create and delete a namespace's tokens (lmstfy's token API)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from lmstfy_py.config import DEFAULT_POOL
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.web import params
+from lmstfy_py.web.admin.request import namespace_of, pool_of, runtime_of
+from lmstfy_py.web.middleware import route
+
+MIN_USER_TOKEN_LEN = 20
+
+
+async def list_tokens(request: Request) -> Response:
+    ns = namespace_of(request)
+    tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
+    return JSONResponse({"tokens": tokens})
+
+
+async def create_token(request: Request) -> Response:
+    body = await params.read_body(request)
+    form = params.form_values(body, request.headers.get("content-type", ""), request.query_params)
+    description, user_token = form.get("description", ""), form.get("token", "")
+    if not description:
+        raise InvalidParameter("invalid description")
+    if user_token and len(user_token) < MIN_USER_TOKEN_LEN:
+        raise InvalidParameter("the user token was too short")
+    ns = namespace_of(request)
+    pool, token = pool_of(request), user_token or None
+    # lmstfy takes "pool:token" only with exactly one ':'; anything else is all token.
+    if user_token.count(":") == 1:
+        pool, token = user_token.split(":")
+    created = await runtime_of(request).tokens.create(pool, ns, description, token)
+    shown = created if pool == DEFAULT_POOL else f"{pool}:{created}"
+    return JSONResponse({"token": shown}, status_code=201)
+
+
+async def delete_token(request: Request) -> Response:
+    ns = namespace_of(request)
+    pool, token = params.split_token(request.path_params["token"])
+    await runtime_of(request).tokens.delete(pool, ns, token)
+    await runtime_of(request).limits.delete(pool, ns, token)
+    return Response(status_code=204)
+
+
+ROUTES = [
+    route("/token/{ns}", "GET", list_tokens),
+    route("/token/{ns}", "POST", create_token),
+    route("/token/{ns}/{token}", "DELETE", delete_token),
+]

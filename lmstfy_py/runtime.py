@@ -12,6 +12,7 @@ from lmstfy_py import metrics
 from lmstfy_py.admin.limits import LimitStore
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
+from lmstfy_py.store.health import Health
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 
@@ -23,6 +24,7 @@ class Runtime:
     tokens: TokenStore
     limits: LimitStore
     pumps: list[Pump] = field(default_factory=list)
+    health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
     # Switched at run time by POST /accesslog; per process (see web/accesslog.py).
     access_log: bool = field(init=False)
@@ -32,6 +34,8 @@ class Runtime:
 
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
+        """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
+        health checks, metrics collector), which tests of the web layer alone go without."""
         pools = Pools.connect(config.pools)
         admin = pools.get(config.admin_pool)
         runtime = cls(config, pools, TokenStore(admin.redis, pools.names()), LimitStore(admin.redis, pools.names()))
@@ -40,7 +44,10 @@ class Runtime:
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
             runtime.collector.start()
+            runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine) for engine in pools.engines()]
+            for check in runtime.health:
+                check.start()
             for pump in runtime.pumps:
                 pump.start()
         return runtime
@@ -56,4 +63,6 @@ class Runtime:
             await self.collector.stop()
         for pump in self.pumps:
             await pump.stop()
+        for check in self.health:
+            await check.stop()
         await self.pools.close()

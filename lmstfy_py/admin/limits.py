@@ -15,7 +15,6 @@ taken from, so a long-poll that outlived its window cannot free a unit of the ne
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Collection
@@ -111,8 +110,8 @@ class LimitStore:
         self._version: bytes | None = None
         self._loaded = False
         self._changes = 0  # this process's changes: a reload that overlapped one is not trusted
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # While Redis is away the last table loaded stays in force.
+        self._loop = tasks.Loop("limits", self._refresh_step)
 
     def _check_pool(self, pool: str) -> None:
         if pool not in self.pools:
@@ -214,32 +213,16 @@ class LimitStore:
         self._table, self._version, self._loaded = table, version, True
 
     async def start(self) -> None:
-        """Loads the table (if Redis answers) and starts polling for changes."""
-        await self._refresh_logged(failing=False)
-        self._stopping.clear()
-        self._task = asyncio.create_task(self._run(), name="limits-refresh")
-
-    async def stop(self) -> None:
-        self._stopping.set()
-        await tasks.finish(self._task)
-        self._task = None
-
-    async def _run(self) -> None:
-        failing = False
-        while not self._stopping.is_set():
-            try:
-                await asyncio.wait_for(self._stopping.wait(), REFRESH_S)
-            except TimeoutError:
-                failing = await self._refresh_logged(failing)
-
-    async def _refresh_logged(self, failing: bool) -> bool:
-        """One refresh; returns whether it failed, logging only when that changes."""
+        """Loads the table (if Redis answers: a server may start while Redis is away) and keeps it fresh."""
         try:
             await self.refresh()
-        except Exception as exc:  # whatever it is, the loop must live on to see the next change
-            if not failing:
-                log.warning("cannot load the throttle limits, keeping the last ones: %r", exc)
-            return True
-        if failing:
-            log.info("throttle limits loaded again")
-        return False
+        except Exception as exc:  # the loop's steps retry it, and log it if it is a bug
+            log.debug("cannot load the throttle limits yet: %r", exc)
+        self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
+
+    async def _refresh_step(self) -> float:
+        await self.refresh()
+        return REFRESH_S

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import fcntl
 import logging
 import os
@@ -11,13 +9,13 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import RedisError
 
 from lmstfy_py import tasks
 from lmstfy_py.metrics.families import DEADLETTER_SIZES, QUEUE_SIZES, REDIS_GAUGES, TIMER_SIZES
 from lmstfy_py.metrics.multiproc import directory
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.pools import Pools
 
 log = logging.getLogger(__name__)
@@ -38,27 +36,22 @@ class Collector:
         self.every_s = every_s
         self._reported: dict[str, set[tuple[str, str]]] = {}  # pool -> (namespace, queue) with sizes set
         self._lock: IO[bytes] | None = None
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop = tasks.Loop("collector", self._step)
 
     def start(self) -> None:
         directory()
-        self._task = asyncio.create_task(self._run(), name="metrics-collector")
+        self._loop.start()
 
     async def stop(self) -> None:
-        self._stopping.set()
-        await tasks.finish(self._task)
-        self._task = None
+        await self._loop.stop()
         if self._lock is not None:
             self._lock.close()  # releases the flock: another worker may take over
             self._lock = None
 
-    async def _run(self) -> None:
-        while not self._stopping.is_set():
-            if self._holds_lock():
-                await self.refresh()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.every_s)
+    async def _step(self) -> float:
+        if self._holds_lock():
+            await self.refresh()
+        return self.every_s
 
     def _holds_lock(self) -> bool:
         if self._lock is None:
@@ -77,8 +70,10 @@ class Collector:
             try:
                 await self._collect_sizes(engine)
                 await _collect_info(engine)
-            except (RedisError, OSError) as exc:
-                log.warning("metrics of pool %s: %s", engine.pool, exc)
+            except Exception as exc:
+                if outage_reason(exc) is None:
+                    raise  # a bug: the Loop logs it
+                log.debug("metrics of pool %s: %r", engine.pool, exc)  # the pool's health check reports outages
 
     async def _collect_sizes(self, engine: Engine) -> None:
         pool, client = engine.pool, engine.redis

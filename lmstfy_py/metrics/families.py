@@ -81,3 +81,8 @@ RATE_LIMIT = _counter("infra_lmstfy_http_rate_limit", ("pool", "namespace", "tok
 
 ROUTE_LABELS = ("app", "method", "route", "status")
 HTTP_SECONDS = _histogram("lmstfy_http_request_duration_seconds", ROUTE_LABELS, SECONDS_BUCKETS, "HTTP request latency")
+
+# lmstfy-py's own: background loops (tasks.Loop) restarted after an unexpected exception, by loop kind.
+LOOP_RESTARTS = Counter(
+    "lmstfy_background_restarts", "background loops restarted after a crash", ("loop",), registry=None
+)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
+from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
@@ -355,6 +356,13 @@ class Engine:
         """Due ms of the namespace's earliest timer member, -1 when empty."""
         head = await self.redis.zrange(keys.timer(ns), 0, 0, withscores=True)
         return int(head[0][1]) if head else -1
+
+    async def ping(self) -> None:
+        """Raises unless the pool's Redis answers (every primary, for a cluster)."""
+        if isinstance(self.redis, RedisCluster):
+            await self.redis.ping(target_nodes=RedisCluster.PRIMARIES)
+        else:
+            await self.script_client.execute_command("PING")
 
     async def close(self) -> None:
         await self.wake_hub.close()

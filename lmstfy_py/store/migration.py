@@ -166,6 +166,10 @@ class MigrationEngine(Engine):
         await self.old.stop_waiting()
         await self.new.stop_waiting()
 
+    async def ping(self) -> None:
+        await self.old.ping()
+        await self.new.ping()
+
     async def close(self) -> None:
         """Nothing of its own to close: Pools closes both pools' engines."""
 

@@ -11,12 +11,16 @@ client's buffer when the process dies was never acknowledged to anyone. Only com
 return at once may come through here: a blocking one (BRPOP) would hold up every caller
 queued behind it, so those keep their redis-py client.
 
-Faults look as they do with redis-py as lmstfy-py configures it (store/pools.py): a connection
-refused or lost raises redis-py's ConnectionError, after one immediate retry (which covers an
-idle connection dropped by a Redis restart), and the next call connects again; a reply
-overdue by `timeout_s` fails every command in flight with TimeoutError and drops the
-connection, since its late replies would answer the wrong callers. The web layer answers
-both with 503.
+Faults raise redis-py's exceptions, which the web layer answers with 503. A connection refused
+or lost raises ConnectionError and the next call connects again: a connection that Redis
+closes while idle (a restart) is seen closing by the event loop at once, so the next call never
+writes to it. No command is ever sent twice: one that was written may have run. A reply overdue
+by `timeout_s` fails every command in flight with TimeoutError and drops the connection, since
+its late replies would answer the wrong callers.
+
+Writes honour the transport's flow control: while Redis does not read fast enough, commands
+wait in this client's buffer, and what one process may queue is bounded (MAX_WAITING commands,
+MAX_UNSENT_BYTES unwritten): beyond that a command fails at once with `Overloaded`.
 """
 
 from __future__ import annotations
@@ -41,7 +45,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py import tasks
+from lmstfy_py.store.faults import Overloaded
 from lmstfy_py.store.scripts import Arg, Command
+
+# What one process may have waiting for Redis: beyond it a command is refused at once (503)
+# rather than queued without bound behind a Redis that does not keep up.
+MAX_WAITING = 100_000
+MAX_UNSENT_BYTES = 64 << 20
 
 # The error replies the engine and the web layer tell apart (web/errors.py), as redis-py's classes;
 # others stay ResponseError with their code in the message (web/errors.py reads MISCONF, BUSY).
@@ -71,14 +81,19 @@ def _error_of(reply: ResponseError) -> RedisError:
 class _Wire(asyncio.Protocol):
     """One connection: a write buffer flushed once per loop turn, and the callers awaiting replies, oldest first."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, max_waiting: int, max_unsent_bytes: int) -> None:
         self.timeout_s = timeout_s
+        self.max_waiting = max_waiting
+        self.max_unsent_bytes = max_unsent_bytes
         self.loop = asyncio.get_running_loop()
         self.reader = hiredis.Reader(replyError=ResponseError)
         self.waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         self.outgoing: list[bytes] = []
+        self.outgoing_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.failure: RedisError | None = None  # set once the connection is unusable
+        self.paused = False  # the transport's buffer is full: Redis is not reading fast enough
+        self._flush_planned = False
         self._watchdog: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,6 +101,13 @@ class _Wire(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(RedisConnectionError(f"connection to redis lost: {exc or 'closed by redis'}"))
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self._flush()
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -105,9 +127,13 @@ class _Wire(asyncio.Protocol):
         """Queues a command for this turn's write; the future gets its reply."""
         if self.failure is not None:
             raise type(self.failure)(*self.failure.args)
-        if not self.outgoing:
+        if len(self.waiting) >= self.max_waiting or self.outgoing_bytes + len(packed) > self.max_unsent_bytes:
+            raise Overloaded(f"{len(self.waiting)} commands ({self.outgoing_bytes} bytes unsent) wait for redis")
+        if not self._flush_planned:
+            self._flush_planned = True
             self.loop.call_soon(self._flush)
         self.outgoing.append(packed)
+        self.outgoing_bytes += len(packed)
         future = self.loop.create_future()
         self.waiting.append((future, self.loop.time()))
         if self._watchdog is None:
@@ -118,9 +144,14 @@ class _Wire(asyncio.Protocol):
         self._fail(RedisConnectionError("connection to redis closed"))
 
     def _flush(self) -> None:
-        if self.outgoing and self.transport is not None and self.failure is None:
-            self.transport.write(b"".join(self.outgoing))
+        self._flush_planned = False
+        # While the transport is paused the commands wait here, bounded by MAX_UNSENT_BYTES, and the
+        # watchdog fails them all if Redis reads nothing for timeout_s.
+        if self.paused or not self.outgoing or self.transport is None or self.failure is not None:
+            return
+        self.transport.write(b"".join(self.outgoing))
         self.outgoing.clear()
+        self.outgoing_bytes = 0
 
     def _check_deadline(self) -> None:
         # One timer per connection, not per command: it looks at the oldest command in flight.
@@ -141,6 +172,7 @@ class _Wire(asyncio.Protocol):
             self._watchdog = None
         waiting, self.waiting = self.waiting, collections.deque()
         self.outgoing.clear()
+        self.outgoing_bytes = 0
         for future, _ in waiting:
             if not future.done():
                 # One exception object per caller: raised in many tasks, a shared one would pile up their tracebacks.
@@ -152,7 +184,14 @@ class _Wire(asyncio.Protocol):
 class PipelinedRedis:
     """The few calls the engine's script steps make (execute_command, pipeline, script_load), auto-pipelined."""
 
-    def __init__(self, url: str, connect_timeout_s: float = 1.0, timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        connect_timeout_s: float = 1.0,
+        timeout_s: float = 2.0,
+        max_waiting: int = MAX_WAITING,
+        max_unsent_bytes: int = MAX_UNSENT_BYTES,
+    ) -> None:
         options = parse_url(url)
         if options.get("connection_class") is SSLConnection:
             raise ValueError("TLS (rediss://) is not supported by the pipelined client")
@@ -161,6 +200,7 @@ class PipelinedRedis:
         self.port: int = options.get("port", 6379)
         self.connect_timeout_s = connect_timeout_s
         self.timeout_s = timeout_s
+        self.bounds = (max_waiting, max_unsent_bytes)
         # Sent first on every new connection, pipelined with whatever waits for it.
         self.hello: list[Command] = []
         if options.get("password"):
@@ -178,18 +218,12 @@ class PipelinedRedis:
 
     async def execute_command(self, *command: Arg) -> Any:
         packed = pack(command)
-        try:
-            return await (await self._connected()).send(packed)
-        except RedisConnectionError:
-            return await (await self._connected()).send(packed)
+        return await (await self._connected()).send(packed)
 
     async def execute_many(self, commands: Sequence[Command], raise_on_error: bool = True) -> list[Any]:
         """The commands in one write; their replies in order, error replies in place unless `raise_on_error`."""
         packed = [pack(command) for command in commands]
-        try:
-            replies = await self._send_all(packed)
-        except RedisConnectionError:
-            replies = await self._send_all(packed)
+        replies = await self._send_all(packed)
         if raise_on_error:
             for reply in replies:
                 if isinstance(reply, Exception):
@@ -236,9 +270,11 @@ class PipelinedRedis:
         try:
             async with asyncio.timeout(self.connect_timeout_s):
                 if self.path:
-                    _, wire = await loop.create_unix_connection(lambda: _Wire(self.timeout_s), self.path)
+                    _, wire = await loop.create_unix_connection(lambda: _Wire(self.timeout_s, *self.bounds), self.path)
                 else:
-                    _, wire = await loop.create_connection(lambda: _Wire(self.timeout_s), self.host, self.port)
+                    _, wire = await loop.create_connection(
+                        lambda: _Wire(self.timeout_s, *self.bounds), self.host, self.port
+                    )
         except (OSError, TimeoutError) as exc:
             raise RedisConnectionError(f"error connecting to redis at {where}: {exc!r}") from exc
         if self.hello:

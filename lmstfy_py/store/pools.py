@@ -30,8 +30,8 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import NoBackoff
+from redis.exceptions import BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py.config import PoolConfig
@@ -42,15 +42,38 @@ from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Scripts
 
-# One immediate retry covers a dropped idle connection (or a master switch, see above); more
-# would keep a request hanging while Redis is down, and the scripts are safe to re-send
-# (publish is idempotent by job id, the others at-least-once).
-_COMMON: dict[str, Any] = {"socket_connect_timeout": 1.0, "retry": Retry(NoBackoff(), 1)}
-_REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": 5.0, "max_connections": 128}
+# A Redis that stops answering (frozen, partitioned) fails a command after this long, and the
+# request that made it answers 503: every request is answered within about this of Redis
+# going silent. Redis runs a command in microseconds; this only bounds a wait for a dead peer.
+REQUEST_TIMEOUT_S = 2.0
+CONNECT_TIMEOUT_S = 1.0
 # Requests past max_connections wait this long for a free connection (standalone pools; the
 # Cluster and Sentinel pools of redis-py refuse at once, which answers 503). Redis runs one
-# command at a time, so more connections would not make it faster, only use its memory.
-POOL_WAIT_S = 5.0
+# command at a time, so more connections would not make it faster, only use its memory. Short,
+# so that a request that waited for a connection still ends within REQUEST_TIMEOUT_S + this.
+POOL_WAIT_S = 0.5
+
+
+class _RetryBrokenConnection(Retry):
+    """One immediate retry of a command whose connection failed (an idle connection dropped by a
+    Redis restart, a master switch, see above), never of one that timed out: it may be running,
+    and a retry would double a request's wait. Nor of a LOADING answer: Redis is there, not ready.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+
+    async def call_with_retry(
+        self, do: Any, fail: Any, is_retryable: Any = None, with_failure_count: bool = False
+    ) -> Any:
+        def retryable(error: Exception) -> bool:
+            return not isinstance(error, BusyLoadingError) and (is_retryable is None or is_retryable(error))
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+_COMMON: dict[str, Any] = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "retry": _RetryBrokenConnection()}
+_REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": REQUEST_TIMEOUT_S, "max_connections": 128}
 # The shared wake loop's BRPOP waits up to wake.SLICE_S: its socket must not time out first.
 _BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": wake.SLICE_S + 5.0, "max_connections": 10_000}
 _SENTINEL: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
@@ -79,7 +102,7 @@ def script_client(config: PoolConfig) -> PipelinedRedis | None:
     """The auto-pipelining client of a standalone pool's script steps; None where redis-py serves them."""
     if config.kind != "standalone" or config.url is None or not PipelinedRedis.supports(config.url):
         return None
-    return PipelinedRedis(config.url, _REQUEST["socket_connect_timeout"], _REQUEST["socket_timeout"])
+    return PipelinedRedis(config.url, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
 
 
 def engine(name: str, config: PoolConfig, scripts: Scripts | None = None) -> Engine:

@@ -7,23 +7,18 @@ other processes are seen within that cap, and is woken early by jobs this
 process schedules. A sweep about once a second re-derives the index from
 every namespace's timer, repairing what a crash between a script and its
 index update could leave behind. Several processes may pump one pool: each
-move is one atomic script, so no job is moved twice.
+move is one atomic script, so no job is moved twice. It runs as a tasks.Loop: while Redis is
+away it retries with a backoff of at most a second, and a bug cannot end it silently.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import math
 import time
-
-from redis.exceptions import RedisError
 
 from lmstfy_py import tasks
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import Engine, now_ms
-
-log = logging.getLogger(__name__)
 
 # Every process wakes its own pump for the timers it adds (schedule()), so in normal
 # operation each job is moved on time by the process that scheduled it. The cap only
@@ -31,7 +26,6 @@ log = logging.getLogger(__name__)
 MAX_SLEEP_S = 0.1
 SWEEP_EVERY_S = 1.0
 DUE_BATCH = 100
-MAX_BACKOFF_S = 1.0
 
 
 class Pump:
@@ -39,47 +33,29 @@ class Pump:
         self.engine = engine
         self.redis = engine.redis
         self.max_sleep_s = max_sleep_s
-        self._waiter: asyncio.Future[None] | None = None
-        # While a tick runs this is infinite: anything scheduled meanwhile makes the next sleep end at once.
+        # When the coming sleep ends (ms); infinite while a tick runs, so anything scheduled meanwhile
+        # makes the next sleep not happen.
         self._planned_ms: float = math.inf
-        self._rescheduled = False
         self._next_sweep = 0.0
-        self._task: asyncio.Task[None] | None = None
-        self._running = False
+        self.loop = tasks.Loop("pump", self._step, engine.pool)
         engine.on_scheduled = self.schedule
 
     def schedule(self, due_ms: int) -> None:
         """Called for every timer entry this process adds: wake early if it is due before our plan."""
-        if due_ms >= self._planned_ms:
-            return
-        if self._waiter is None:
-            self._rescheduled = True  # mid-tick: the coming sleep must not happen
-        else:
-            _wake_up(self._waiter)
+        if due_ms < self._planned_ms:
+            self.loop.wake()
 
     def start(self) -> None:
-        self._running = True
-        self._task = asyncio.create_task(self.run(), name=f"pump-{self.engine.pool}")
+        self.loop.start()
 
     async def stop(self) -> None:
-        self._running = False
-        if self._waiter is not None:
-            _wake_up(self._waiter)
-        await tasks.finish(self._task)
-        self._task = None
+        await self.loop.stop()
 
-    async def run(self) -> None:
-        backoff = 0.0
-        while self._running:
-            try:
-                sleep_s = await self.tick()
-                backoff = 0.0
-            except (RedisError, OSError) as exc:
-                # Redis is away: retry with backoff instead of spinning; jobs wait safely in Redis.
-                backoff = min(MAX_BACKOFF_S, max(0.05, backoff * 2))
-                log.warning("pump of pool %s: %s; retrying in %.2fs", self.engine.pool, exc, backoff)
-                sleep_s = backoff
-            await self._sleep(sleep_s)
+    async def _step(self) -> float:
+        self._planned_ms = math.inf
+        sleep_s = await self.tick()
+        self._planned_ms = now_ms() + sleep_s * 1000
+        return sleep_s
 
     async def tick(self) -> float:
         """Pumps the due namespaces; returns how long to sleep. Idle, it costs one command."""
@@ -121,23 +97,3 @@ class Pump:
             if head:
                 pipe.zadd(keys.DUE_INDEX, {ns: head[0][1]}, lt=True)
         await pipe.execute()
-
-    async def _sleep(self, seconds: float) -> None:
-        if seconds <= 0 or self._rescheduled or not self._running:
-            self._rescheduled = False
-            return
-        loop = asyncio.get_running_loop()
-        self._waiter = loop.create_future()
-        timer = loop.call_later(seconds, _wake_up, self._waiter)
-        self._planned_ms = now_ms() + seconds * 1000
-        try:
-            await self._waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-            self._planned_ms = math.inf
-
-
-def _wake_up(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

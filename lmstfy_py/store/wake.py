@@ -12,17 +12,13 @@ any more is pushed back, so a waiter in another process still gets it.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import RedisError
-
-log = logging.getLogger(__name__)
+from lmstfy_py import tasks
 
 SLICE_S = 5.0  # one BRPOP's longest wait; the loop ends soon after its last waiter leaves
-OUTAGE_PAUSE_S = 0.2  # after a Redis error, before the loop tries again
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -30,14 +26,22 @@ def _settle(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
+def _copy(error: BaseException) -> BaseException:
+    # One exception object per waiter: raised in many tasks, a shared one would pile up their tracebacks.
+    try:
+        return type(error)(*error.args)
+    except TypeError:
+        return error
+
+
 class _WakeSet:
-    """The waiters on one set of wake lists and the BRPOP loop serving them."""
+    """The waiters on one set of wake lists and the BRPOP loop serving them while any waits."""
 
     def __init__(self, hub: WakeHub, wake_keys: tuple[str, ...]) -> None:
         self.hub = hub
         self.wake_keys = wake_keys
         self.waiters: deque[asyncio.Future[None]] = deque()
-        self.task: asyncio.Task[None] | None = None
+        self.loop = tasks.Loop("wake", self._pop_once, ",".join(wake_keys))
 
     def pending(self) -> bool:
         while self.waiters and self.waiters[0].done():
@@ -54,24 +58,27 @@ class _WakeSet:
         while self.waiters:
             _settle(self.waiters.popleft())
 
-    async def run(self) -> None:
-        try:
-            while self.pending() and not self.hub.closed:
-                await self._pop_once()
-        finally:
-            self.hub.forget(self)
+    def fail_all(self, error: BaseException) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(_copy(error))
 
-    async def _pop_once(self) -> None:
+    async def _pop_once(self) -> float | None:
+        # No await between this check and the loop's end, so a waiter joining now finds the loop
+        # either still running (it will be served) or ended (_join starts it again).
+        if not self.pending() or self.hub.closed:
+            self.hub.forget(self)
+            return None
         try:
             popped = await self.hub.blocking.brpop(list(self.wake_keys), timeout=SLICE_S)
-        except (RedisError, OSError) as exc:
-            # Each waiter re-runs reserve, which reports the outage to its own client.
-            log.debug("wake loop on %s: %s", self.wake_keys, exc)
+        except Exception:
+            # Each waiter runs reserve again, which tells its own client what is wrong.
             self.wake_all()
-            await asyncio.sleep(OUTAGE_PAUSE_S)
-            return
+            raise  # the Loop retries after a backoff
         if popped and not self.wake_one():
             await self.hub.blocking.lpush(popped[0], popped[1])
+        return 0
 
 
 class WakeHub:
@@ -100,8 +107,8 @@ class WakeHub:
         if wake_set is None:
             wake_set = self._sets[wake_keys] = _WakeSet(self, wake_keys)
         wake_set.waiters.append(waiter)
-        if wake_set.task is None or wake_set.task.done():
-            wake_set.task = asyncio.create_task(wake_set.run(), name=f"wake {','.join(wake_keys)}")
+        if not wake_set.loop.running:
+            wake_set.loop.start()
         return wake_set
 
     def forget(self, wake_set: _WakeSet) -> None:
@@ -111,14 +118,17 @@ class WakeHub:
     def waiting(self) -> int:
         return sum(len(s.waiters) for s in self._sets.values())
 
+    def fail_all(self, error: BaseException) -> None:
+        """Ends every waiting long-poll with `error` (its own copy): Redis stopped answering, says the
+        pool's health check, and a worker must hear 503 now, not "no job available" later."""
+        for wake_set in self._sets.values():
+            wake_set.fail_all(error)
+
     async def close(self) -> None:
         """Wakes every waiter now (their long-polls answer "no job available") and ends the loops."""
         self.closed = True
-        tasks = [s.task for s in self._sets.values() if s.task is not None]
+        loops = [wake_set.loop for wake_set in self._sets.values()]
         for wake_set in self._sets.values():
             wake_set.wake_all()
-        # The loops notice `closed` after their current BRPOP (at most SLICE_S); waiters do not wait for that.
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        # A BRPOP in flight may wait up to SLICE_S: cut it short, a wake token it took is not needed any more.
+        await asyncio.gather(*(loop.cancel() for loop in loops))

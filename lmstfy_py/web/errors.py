@@ -9,50 +9,24 @@ included, which also gives error responses their X-Request-ID.
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 
-from redis.exceptions import (
-    BusyLoadingError,
-    ClusterDownError,
-    MasterDownError,
-    MaxConnectionsError,
-    OutOfMemoryError,
-    ReadOnlyError,
-    ResponseError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.errors import Forbidden, InvalidParameter, LmstfyError, NotFound, StorageUnavailable
+from lmstfy_py.store.faults import outage_reason, unreachable
 
 log = logging.getLogger(__name__)
 
+REFUSALS_LOGGED_EVERY_S = 10.0
+_refused: Counter[str] = Counter()  # reason -> requests refused since it was last logged
+_refusals_next_log: dict[str, float] = {}  # reason -> when it may be logged again (monotonic)
+
 # Tells browsers and curl --anyauth that the admin API wants HTTP basic auth.
 BASIC_CHALLENGE = 'Basic realm="lmstfy-py"'
-
-# Most specific first: BusyLoadingError and MaxConnectionsError are ConnectionErrors, and the
-# builtin TimeoutError an OSError. The reasons stay generic: Redis addresses are not the client's business.
-_STORAGE_REASONS: tuple[tuple[type[BaseException], str], ...] = (
-    (BusyLoadingError, "redis is loading its data"),
-    (MaxConnectionsError, "too many redis connections"),
-    (ReadOnlyError, "redis is read-only"),
-    (OutOfMemoryError, "redis is out of memory"),
-    (MasterDownError, "redis lost its master"),  # a ClusterDownError too
-    (ClusterDownError, "redis cluster is down"),
-    (RedisTimeoutError, "redis timed out"),
-    (TimeoutError, "redis timed out"),
-    (RedisConnectionError, "cannot connect to redis"),
-    (OSError, "cannot connect to redis"),
-)
-
-
-# Error replies redis-py has no class for, by their code: Redis cannot take the command now.
-_STORAGE_REPLIES = {
-    "MISCONF": "redis cannot persist its data",  # e.g. its disk is full: it refuses writes
-    "BUSY": "redis is busy running a script",
-}
 
 
 class _HttpError(LmstfyError):
@@ -63,29 +37,34 @@ class _HttpError(LmstfyError):
         self.status = exc.status_code
 
 
-def storage_reason(exc: BaseException) -> str | None:
-    for kind, reason in _STORAGE_REASONS:
-        if isinstance(exc, kind):
-            return reason
-    if isinstance(exc, ResponseError):
-        return _STORAGE_REPLIES.get(str(exc).split(" ", 1)[0])
-    return None
-
-
 def as_lmstfy_error(exc: Exception) -> LmstfyError:
     if isinstance(exc, LmstfyError):
         return exc
     if isinstance(exc, HTTPException):
         # gin answers unknown paths and known paths with another method alike.
         return NotFound("api not found") if exc.status_code in (404, 405) else _HttpError(exc)
-    reason = storage_reason(exc)
+    reason = outage_reason(exc)
     if reason is not None:
-        log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
+        _log_outage(reason, exc)
         return StorageUnavailable(f"storage unavailable: {reason}")
     if isinstance(exc, ClientDisconnect):
         return InvalidParameter("client disconnected")
     log.error("internal error", exc_info=exc)
     return LmstfyError("internal error")
+
+
+def _log_outage(reason: str, exc: BaseException) -> None:
+    """A failed request leaves no log line of its own when Redis does not answer: the pool's health
+    check (store/health.py) says so once. Refusals (out of memory, cannot persist, ...) are logged,
+    at most once per reason every REFUSALS_LOGGED_EVERY_S with how many requests they refused."""
+    if unreachable(exc):
+        log.debug("storage unavailable: %r", exc)
+        return
+    now = time.monotonic()
+    _refused[reason] += 1
+    if now >= _refusals_next_log.get(reason, 0.0):
+        log.warning("redis refused %d request(s): %s (%s)", _refused.pop(reason), reason, exc)
+        _refusals_next_log[reason] = now + REFUSALS_LOGGED_EVERY_S
 
 
 def render(err: LmstfyError) -> Response:

@@ -25,6 +25,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.store import pools
+from lmstfy_py.store.faults import Overloaded
 from lmstfy_py.store.pipelined import PipelinedRedis, pack
 from lmstfy_py.store.scripts import Script
 from lmstfy_py.types import NewJob
@@ -178,7 +179,9 @@ async def test_an_idle_connection_dropped_by_a_restart_is_replaced_on_the_next_c
     private_client: PipelinedRedis,
 ) -> None:
     assert await private_client.execute_command("PING") == b"PONG"
-    private_redis.restart()
+    # In a thread, so that the event loop runs on meanwhile as a server's does and sees the old
+    # connection close: the next call then knows to connect anew before writing.
+    await asyncio.to_thread(private_redis.restart)
     assert await private_client.execute_command("PING") == b"PONG"
 
 
@@ -207,7 +210,7 @@ async def test_callers_share_one_connect_attempt_to_an_unresponsive_redis(unresp
     await pipelined.aclose()
     assert all(isinstance(reply, RedisConnectionError) for reply in replies), replies
     assert len({id(reply) for reply in replies}) == 20  # each caller its own exception
-    # One shared attempt and its retry: ~0.6 s. Attempts one after another would take 20 x 0.3 x 2 s.
+    # One shared attempt: ~0.3 s. Attempts one after another would take 20 x 0.3 s.
     assert waited < 3.0, waited
 
 
@@ -234,6 +237,72 @@ async def test_a_hung_redis_times_out_every_command_in_flight(private_redis: Red
     # The late replies of the dropped connection reach nobody: a new caller gets its own.
     assert await pipelined.execute_command("EVAL", ECHO, 0, "fresh") == b"fresh"
     assert await pipelined.execute_command("GET", "k") == b"before"
+    await pipelined.aclose()
+
+
+def frozen(server: RedisProcess) -> subprocess.Popen[bytes]:
+    """SIGSTOPs `server`; the guard returned unfreezes it in 10 s should the test die first (kill it to cancel)."""
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGSTOP)
+    return subprocess.Popen(["sh", "-c", f"sleep 10; kill -CONT {server.pid}"], start_new_session=True)
+
+
+def thaw(server: RedisProcess, guard: subprocess.Popen[bytes]) -> None:
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGCONT)
+    os.killpg(guard.pid, signal.SIGKILL)  # its sleep too: it leads a session of its own
+    guard.wait()
+
+
+async def test_a_command_that_timed_out_is_not_sent_again(private_redis: RedisProcess) -> None:
+    """It may have run: Redis reads it when it wakes up, and a second copy would run twice.
+
+    Both clients of a pool: the pipelined one and redis-py's as store/pools.py configures it
+    (which retried timeouts, with a 5 s timeout: a frozen Redis held a request 10 s).
+    """
+    requests, blocking = pools.connect(PoolConfig("default", url=private_redis.url))
+    pipelined = pools.script_client(PoolConfig("default", url=private_redis.url))
+    assert pipelined is not None
+    assert await pipelined.execute_command("PING") == b"PONG" and await requests.ping()
+    guard = frozen(private_redis)
+    try:
+        for client in (pipelined, requests):
+            started = time.monotonic()
+            with pytest.raises(RedisTimeoutError):
+                await client.execute_command("INCR", "runs")
+            assert time.monotonic() - started < pools.REQUEST_TIMEOUT_S + 0.5
+    finally:
+        thaw(private_redis, guard)
+    await asyncio.sleep(0.2)  # Redis runs what it had read before it froze
+    assert await pipelined.execute_command("GET", "runs") == b"2"  # one INCR from each client
+    for client in (pipelined, requests, blocking):
+        await client.aclose()
+
+
+async def test_what_waits_for_a_redis_that_does_not_read_is_bounded(private_redis: RedisProcess) -> None:
+    """Flow control: once the socket's buffers are full, commands wait unwritten in the client, up to
+    its byte bound; past it, and past its count bound, a command fails at once (503), never queues."""
+    pipelined = PipelinedRedis(private_redis.url, timeout_s=2.0, max_waiting=500, max_unsent_bytes=4 << 20)
+    assert await pipelined.execute_command("PING") == b"PONG"
+    value = b"x" * (256 << 10)
+    guard = frozen(private_redis)
+    try:
+        started = time.monotonic()
+        # 128 MiB of SETs: far more than loopback socket buffers hold, and than the client may queue.
+        sets = [asyncio.ensure_future(pipelined.execute_command("SET", f"k{i}", value)) for i in range(512)]
+        await asyncio.sleep(0.3)
+        refused = [s for s in sets if s.done() and isinstance(s.exception(), Overloaded)]
+        wire = pipelined._wire
+        assert wire is not None and wire.paused  # the transport asked us to stop writing
+        assert wire.outgoing_bytes <= 4 << 20
+        assert len(refused) > 256  # refused at once, not after the 2 s timeout
+        assert time.monotonic() - started < 1.0
+        pings = await asyncio.gather(*(pipelined.execute_command("PING") for _ in range(600)), return_exceptions=True)
+        assert any(isinstance(reply, Overloaded) for reply in pings)
+    finally:
+        thaw(private_redis, guard)
+    await asyncio.gather(*sets, return_exceptions=True)
+    assert await pipelined.execute_command("PING") == b"PONG"  # afterwards it serves again
     await pipelined.aclose()
 
 

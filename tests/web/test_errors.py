@@ -42,7 +42,8 @@ async def test_unexpected_exception_is_a_logged_500_with_request_id(caplog: pyte
     [
         (redis_errors.ConnectionError("Error 111 connecting to 10.0.0.1:6379"), "cannot connect to redis"),
         (redis_errors.TimeoutError("Timeout reading"), "redis timed out"),
-        (redis_errors.BusyLoadingError("LOADING"), "redis is loading its data"),
+        (redis_errors.BusyLoadingError("LOADING"), "redis loading"),
+        (redis_errors.ResponseError("LOADING Redis is loading the dataset in memory"), "redis loading"),
         (redis_errors.ClusterDownError("CLUSTERDOWN"), "redis cluster is down"),
         (redis_errors.MaxConnectionsError("Too many connections"), "too many redis connections"),
         (redis_errors.ReadOnlyError("READONLY"), "redis is read-only"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
+from lmstfy_py.store.embedded import spawn_redis, stop_process
 from lmstfy_py.web import create_admin_app, create_data_app
 from tests.conftest import client_for
 from tests.redis_procs import RedisProcess
@@ -110,10 +112,12 @@ async def test_the_server_serves_again_within_a_second_of_redis_returning(
 async def test_the_pump_backs_off_instead_of_spinning(
     redis_server: RedisProcess, runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="lmstfy_py.store.pump")
+    # Each failed attempt of a background loop leaves one DEBUG line (tasks.Loop); only the pool's
+    # health check speaks at WARNING, once per outage.
+    caplog.set_level(logging.DEBUG, logger="lmstfy_py.tasks")
     redis_server.stop()
     await asyncio.sleep(2.0)
-    attempts = [r for r in caplog.records if r.name == "lmstfy_py.store.pump"]
+    attempts = [r for r in caplog.records if r.name == "lmstfy_py.tasks" and r.getMessage().startswith("pump ")]
     # With backoff (50 ms doubling to 1 s) two seconds hold about six attempts; a busy loop, thousands.
     assert 1 <= len(attempts) <= 12
 
@@ -185,3 +189,90 @@ async def test_redis_unable_to_persist_refuses_changes_with_503(tmp_path: Path) 
     finally:
         await runtime.stop()
         server.stop()
+
+
+async def test_ready_names_the_pools_that_do_not_answer(redis_server: RedisProcess, tmp_path: Path) -> None:
+    """GET /ready (public, like /version): 200 while every pool answers PING, else 503 naming the failing ones."""
+    other = RedisProcess(tmp_path / "other")
+    other.start()
+    redis_server.start()
+    pools = {"default": PoolConfig("default", url=redis_server.url), "other": PoolConfig("other", url=other.url)}
+    runtime = await Runtime.start(Config(pools=pools, accounts={"ops": "secret"}))
+    try:
+        async with client_for(create_admin_app(runtime)) as admin:
+            ready = await admin.get("/ready")
+            other.stop()
+            started = time.monotonic()
+            not_ready = await admin.get("/ready")
+            answered_in = time.monotonic() - started
+            other.start()
+            again = await admin.get("/ready")
+    finally:
+        await runtime.stop()
+        other.stop()
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"ready": True, "pools": {"default": "ok", "other": "ok"}}
+    assert not_ready.status_code == 503
+    assert not_ready.json() == {
+        "ready": False,
+        "error": "pools not answering: other (cannot connect to redis)",
+        "pools": {"default": "ok", "other": "cannot connect to redis"},
+    }
+    assert answered_in < QUICK_S
+    assert again.status_code == 200
+
+
+async def test_redis_loading_its_data_answers_503_redis_loading(tmp_path: Path) -> None:
+    """A Redis restarted on a large data set answers LOADING until it has read it: that is Redis
+    not ready (503 "redis loading", not retried), not a broken connection."""
+    workdir = tmp_path / "redis"
+    server = RedisProcess(workdir, extra_args=["--enable-debug-command", "yes"])
+    server.start()
+    with server.client() as conn:
+        conn.execute_command("DEBUG", "POPULATE", 10_000)
+        conn.save()  # dump.rdb, which the restarted Redis loads
+    server.stop()
+    # Loading sleeps 1 ms per key (a test knob of Redis), about 10 s, and answers clients every KiB read.
+    server.extra_args += ["--key-load-delay", "1000", "--loading-process-events-interval-bytes", "1024"]
+    proc = spawn_redis(server.args(), server.log_path)
+    runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=server.url)}), run_pumps=False)
+    try:
+        while not answers_loading(server.port):
+            await asyncio.sleep(0.02)
+        async with client_for(create_data_app(runtime)) as data:
+            answers = [
+                await data.put(f"/api/{NS}/{Q}", params={"token": "any"}, content=b"x"),
+                await data.get(f"/api/{NS}/{Q}/size"),
+            ]
+    finally:
+        await runtime.stop()
+        stop_process(proc)
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.json() == {"error": "storage unavailable: redis loading"}
+
+
+def answers_loading(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+        sock.sendall(b"PING\r\n")
+        return sock.recv(64).startswith(b"-LOADING")
+
+
+async def test_an_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
+    redis_server: RedisProcess, clients: tuple[httpx.AsyncClient, httpx.AsyncClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not once per failed request (9,300 lines in 20 s), nor per retry of a background loop."""
+    caplog.set_level(logging.INFO)
+    data, admin = clients
+    token = await token_for(admin)
+    redis_server.stop()
+    for _ in range(50):
+        assert (await data.put(f"/api/{NS}/{Q}", params={"token": token})).status_code == 503
+    await asyncio.sleep(2.0)  # the pump, the health check and the limit refresh all retry meanwhile
+    redis_server.start()
+    await asyncio.sleep(1.0)
+    noisy = [r for r in caplog.records if r.levelno >= logging.INFO and r.name.startswith("lmstfy_py")]
+    assert [(r.levelname, r.getMessage()) for r in noisy] == [
+        ("ERROR", "pool default: redis unavailable: cannot connect to redis"),
+        ("INFO", "pool default: redis answers again"),
+    ]

@@ -6,6 +6,7 @@ web/instrument.py (/metrics)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from starlette.applications import Starlette
@@ -15,6 +16,8 @@ from starlette.responses import JSONResponse, Response
 
 from lmstfy_py import __version__
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import health
+from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.web import instrument
 from lmstfy_py.web.admin import limits, ops, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
@@ -38,6 +41,26 @@ async def pools(request: Request) -> Response:
     return JSONResponse(runtime_of(request).pools.names())
 
 
+async def ready(request: Request) -> Response:
+    """Readiness: 200 when every pool answers PING (within health.PROBE_TIMEOUT_S), else 503 naming
+    the pools that do not and why. Liveness stays /version: a process whose Redis is away is
+    alive, and restarting it would not bring Redis back."""
+    runtime = runtime_of(request)
+    names = runtime.pools.names()
+    outages = await asyncio.gather(*(health.probe(engine) for engine in runtime.pools.engines()))
+    pools = {
+        name: "ok" if outage is None else outage_reason(outage) for name, outage in zip(names, outages, strict=True)
+    }
+    failing = [f"{name} ({state})" for name, state in pools.items() if state != "ok"]
+    if not failing:
+        return JSONResponse({"ready": True, "pools": pools})
+    return JSONResponse({"ready": False, "error": "pools not answering: " + ", ".join(failing), "pools": pools}, 503)
+
+
+def _state(outage: Exception | None) -> str:
+    return "ok" if outage is None else outage_reason(outage) or "unavailable"
+
+
 async def info(request: Request) -> Response:
     """lmstfy's shape: {namespace: [queue, ...]} for the pool's namespaces that ever had a job."""
     engine = engine_of(request)
@@ -47,6 +70,7 @@ async def info(request: Request) -> Response:
 ROUTES = [
     route("/version", "GET", version),
     route("/pools", "GET", pools),
+    route("/ready", "GET", ready),
     route("/info", "GET", info),
     *tokens.ROUTES,
     *limits.ROUTES,

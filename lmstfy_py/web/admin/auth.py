@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
 
 # What monitoring and load balancers read without credentials; none of it is secret.
-PUBLIC_ROUTES = frozenset({("GET", "/version"), ("GET", "/pools"), ("GET", "/metrics")})
+PUBLIC_ROUTES = frozenset({("GET", "/version"), ("GET", "/ready"), ("GET", "/pools"), ("GET", "/metrics")})
 
 
 def credentials(authorization: str | None) -> tuple[bytes, bytes] | None:

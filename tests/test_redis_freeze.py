@@ -131,3 +131,29 @@ async def first_success(data: httpx.AsyncClient, params: dict[str, str]) -> floa
             return time.monotonic()
         await asyncio.sleep(0.02)
     pytest.fail("the server did not serve again within 10 s of Redis answering")
+
+
+def test_a_server_started_before_its_redis_logs_one_line_until_redis_comes(tmp_path: Path) -> None:
+    """Unreachable at start: the server starts, answers /ready 503, and says so once per process and
+    change, not once per retry of each background loop."""
+    redis = RedisProcess(tmp_path / "redis")  # its port is chosen, nothing listens there yet
+    server = SharedRedisServer(tmp_path, redis.url)
+    try:
+        server.start()
+        time.sleep(2.0)
+        not_ready = httpx.get(f"{server.admin_url}/ready", timeout=5)
+        before = server.stderr()
+        redis.start()
+        time.sleep(1.5)
+        after = server.stderr()
+        ready = httpx.get(f"{server.admin_url}/ready", timeout=5)
+    finally:
+        server.cleanup()
+        redis.stop()
+    workers = os.cpu_count() or 1
+    assert not_ready.status_code == 503
+    assert not_ready.json()["pools"] == {"default": "cannot connect to redis"}
+    assert before.count("pool default: redis unavailable: cannot connect to redis") == workers, before
+    assert after.count("pool default: redis answers again") == workers, after
+    assert "WARNING" not in after and "Traceback" not in after, after
+    assert ready.status_code == 200

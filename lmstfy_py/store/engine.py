@@ -28,7 +28,7 @@ CHUNK = 1000  # elements one destroy/respawn/bury/pump call handles, so Redis ne
 WAIT_SLICE_S = 5.0  # a long-poll re-checks at least this often, in case a wake token was lost with a crashed process
 # A namespace purged by another process is registered again by this one's publishes within this time.
 REGISTER_EVERY_S = 10.0
-PURGE_ROUNDS = 5  # purge passes while consumers or pumps move jobs between the structures it empties
+PURGE_ROUNDS = 5  # purge passes while publishers, consumers or pumps use the namespace it empties
 
 ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
 
@@ -298,23 +298,27 @@ class Engine:
         """Deletes every job of the namespace (delayed, ready, reserved, dead) and every key of it,
         CHUNK per script call; returns how many jobs were deleted.
 
-        A round that deleted something is followed by another: meanwhile a pump may have moved a
-        job from the timer to a list already emptied, or a consumer from a list to the timer.
+        Each step is one script that deletes jobs with their elements, so whatever another process
+        does meanwhile (publish, consume, pump), no job is left half deleted. Rounds repeat until
+        the last step (forget_namespace.lua) finds nothing left; a namespace still in use after
+        PURGE_ROUNDS keeps what was published meanwhile, intact.
         """
         total = 0
         for _ in range(PURGE_ROUNDS):
-            deleted = await self._purge_round(ns, await self.queues(ns))
-            total += deleted
-            if not deleted:
+            total += await self._purge_round(ns, await self.queues(ns))
+            if await self._forget(ns):
                 break
-        queues = await self.queues(ns)
-        await self.redis.delete(keys.timer(ns), keys.queues(ns), *(keys.wake(ns, q) for q in queues))
         pipe = self.redis.pipeline(transaction=False)
         pipe.srem(keys.NAMESPACES, ns)
         pipe.zrem(keys.DUE_INDEX, ns)
         await pipe.execute()
         self._registered.pop(ns, None)
         return total
+
+    async def _forget(self, ns: str) -> bool:
+        call_keys = [keys.timer(ns), keys.queues(ns)]
+        prefixes = [keys.ready_prefix(ns), keys.dead_prefix(ns), keys.wake_prefix(ns)]
+        return bool(await self.scripts.forget_namespace(self.script_client, call_keys, prefixes))
 
     async def _purge_round(self, ns: str, queues: Sequence[str]) -> int:
         total = await self._drain(self.scripts.purge_timer, [keys.timer(ns)], [CHUNK, keys.job_prefix(ns)])

@@ -62,6 +62,7 @@ class Scripts:
     respawn: Script
     bury: Script
     purge_timer: Script
+    forget_namespace: Script
 
     @classmethod
     def load(cls) -> Scripts:

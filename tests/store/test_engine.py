@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
 from lmstfy_py import ids
+from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import NewJob
@@ -239,3 +242,56 @@ async def test_registry_knows_namespaces_and_queues(engine: Engine) -> None:
     await engine.publish(NS, "a", NewJob(b"", delay_ms=10_000))
     assert NS in await engine.namespaces()
     assert await engine.queues(NS) == ["a", "b"]
+
+
+async def test_a_purge_racing_publishes_of_another_process_leaves_no_orphan_job(
+    engine: Engine, pool_config: PoolConfig
+) -> None:
+    """Every job left after a purge still waits somewhere (timer, ready or dead list): a job hash
+    without its element would never be delivered, and with ttl 0 never expire."""
+    other_process = pools.engine("default", pool_config)
+    stop = asyncio.Event()
+
+    async def publish_delayed() -> None:
+        while not stop.is_set():
+            await other_process.publish_many(NS, Q, [NewJob(b"x", ttl_ms=0, delay_ms=60_000)] * 4)
+
+    publishing = [asyncio.create_task(publish_delayed()) for _ in range(4)]
+    try:
+        for _ in range(30):
+            await engine.purge_namespace(NS)
+            await asyncio.sleep(0)
+    finally:
+        stop.set()
+        await asyncio.gather(*publishing)
+        await other_process.close()
+    assert await orphan_jobs(engine, NS) == []
+
+
+async def orphan_jobs(engine: Engine, ns: str) -> list[str]:
+    """The job hashes of `ns` that no timer member and no list element points to."""
+    waiting = {keys.unpack_element(e)[1] for q in await engine.queues(ns) for e in await list_elements(engine, ns, q)}
+    waiting |= {timer_member_id(m) for m in await engine.redis.zrange(keys.timer(ns), 0, -1)}
+    found = [key.decode() async for key in scan_keys(engine, keys.job_prefix(ns) + "*")]
+    return [key for key in found if key.rsplit("/", 1)[1] not in waiting]
+
+
+async def list_elements(engine: Engine, ns: str, queue: str) -> list[bytes]:
+    elements: list[bytes] = []
+    for key in (keys.ready(ns, queue), keys.dead(ns, queue)):
+        elements += await engine.redis.lrange(key, 0, -1)
+    return elements
+
+
+def timer_member_id(member: bytes) -> str:
+    at = 0
+    for _ in range(2):  # namespace, queue: each a u16 length and its bytes
+        (length,) = struct.unpack_from("<H", member, at)
+        at += 2 + length
+    _, length = struct.unpack_from("<HH", member, at)
+    return member[at + 4 : at + 4 + length].decode()
+
+
+async def scan_keys(engine: Engine, pattern: str) -> AsyncIterator[bytes]:
+    async for key in engine.redis.scan_iter(match=pattern, count=1000):
+        yield key

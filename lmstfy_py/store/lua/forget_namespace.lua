@@ -1,0 +1,23 @@
+-- forget_namespace: the last step of a purge. Only when nothing of the namespace waits any more
+-- (no timer member, no ready or dead element in any queue it registered) are its queue registry
+-- and wake lists deleted; else nothing changes and the purge goes round again. A plain DEL of
+-- the timer would orphan a job another process published meanwhile: its data without its
+-- member, never delivered, and with ttl 0 never expiring.
+-- KEYS[1] timer zset  KEYS[2] queue registry set
+-- ARGV[1..3] key prefixes "x/{ns}/" of ready lists, dead lists, wake lists
+-- Queue keys are built from those prefixes: they share KEYS[1]'s hash tag, so the same slot.
+-- Returns 1 when the namespace was forgotten, 0 when something still waits.
+if redis.call('ZCARD', KEYS[1]) > 0 then
+    return 0
+end
+local queues = redis.call('SMEMBERS', KEYS[2])
+for _, q in ipairs(queues) do
+    if redis.call('LLEN', ARGV[1] .. q) > 0 or redis.call('LLEN', ARGV[2] .. q) > 0 then
+        return 0
+    end
+end
+for _, q in ipairs(queues) do
+    redis.call('DEL', ARGV[3] .. q)
+end
+redis.call('DEL', KEYS[2])
+return 1

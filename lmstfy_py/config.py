@@ -98,6 +98,8 @@ class Config:
     pools: dict[str, PoolConfig] = field(default_factory=dict)
     admin_pool: str = DEFAULT_POOL
     accounts: dict[str, str] = field(default_factory=dict)
+    # With accounts, GET /metrics needs them too unless this is set (a Prometheus without credentials).
+    metrics_public: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -250,8 +252,8 @@ def _parse_document(source: str, document: dict[str, Any]) -> Config:
     server = _read_server(_Reader(source, "server", document.get("server", {})), ServerConfig())
     defaults = _read_defaults(_Reader(source, "defaults", document.get("defaults", {})))
     pools = _read_pools(source, document.get("pools", {}))
-    admin_pool, accounts = _read_admin(source, document.get("admin", {}), pools)
-    return Config(server=server, defaults=defaults, pools=pools, admin_pool=admin_pool, accounts=accounts)
+    admin_pool, accounts, metrics_public = _read_admin(source, document.get("admin", {}), pools)
+    return Config(server, defaults, pools, admin_pool, accounts, metrics_public)
 
 
 def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
@@ -359,19 +361,20 @@ def _check_url(url: str, reader: _Reader) -> None:
         reader.fail("url", f'the URL needs a host, got "{url}"')
 
 
-def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> tuple[str, dict[str, str]]:
+def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> tuple[str, dict[str, str], bool]:
     reader = _Reader(source, "admin", table)
     admin_pool = reader.required_string("pool", DEFAULT_POOL)
     accounts = reader.take("accounts")
+    metrics_public = reader.boolean("metrics_public", False)
     reader.finish()
     # With no pools the embedded Redis becomes the only pool, named default.
     if admin_pool not in (set(pools) or {DEFAULT_POOL}):
         reader.fail("pool", f'no pool named "{admin_pool}" is configured')
     if accounts is None:
-        return admin_pool, {}
+        return admin_pool, {}, metrics_public
     if not isinstance(accounts, dict):
         reader.fail("accounts", f"expected a table of user = password, got {_toml_type(accounts)}")
-    return admin_pool, _read_accounts(_Reader(source, "admin.accounts", accounts))
+    return admin_pool, _read_accounts(_Reader(source, "admin.accounts", accounts)), metrics_public
 
 
 def _read_accounts(reader: _Reader) -> dict[str, str]:

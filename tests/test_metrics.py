@@ -8,6 +8,7 @@ per-queue ones use a namespace of the test's own and are exact.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ import pytest
 from lmstfy_py import metrics, tasks
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.metrics import multiproc, recording
+from lmstfy_py.metrics.families import PUBLISH_QUEUE_JOBS
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app
@@ -208,7 +210,8 @@ async def test_http_requests_are_counted_by_route_template_and_status(
 
 async def test_a_request_refused_before_routing_keeps_its_route(pool_config: PoolConfig) -> None:
     """Admin auth answers 401 before the router runs: the request is still counted by its route."""
-    runtime = await Runtime.start(Config(pools={"default": pool_config}, accounts={"ops": "secret"}), run_pumps=False)
+    config = Config(pools={"default": pool_config}, accounts={"ops": "secret"}, metrics_public=True)
+    runtime = await Runtime.start(config, run_pumps=False)
     try:
         async with client_for(create_admin_app(runtime)) as admin:
             before = await scrape(admin)
@@ -226,7 +229,7 @@ async def test_a_metric_that_cannot_be_written_fails_no_request(
     def disk_full(*labels: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(recording, "_child", disk_full)
+    monkeypatch.setattr(recording, "series", disk_full)
     job_id = await publish(data, f"/api/{ns}/q", headers)  # 201, not a 503 that a client would retry
     assert await consume(data, f"/api/{ns}/q", headers) == job_id
 
@@ -262,8 +265,80 @@ async def test_rate_limit_hits_are_counted(
         status = (await data.put(f"/api/{ns}/q", content=b"job", headers=headers)).status_code
         refused += status == 429
     assert (await data.put(f"/api/{ns}/q", content=b"job", headers=headers)).status_code == 429
-    labels = {"pool": "default", "namespace": ns, "token": token, "action": "produce"}
-    assert (await scrape(admin)).value("infra_lmstfy_http_rate_limit", **labels) == 2
+    # The token is a secret: the label holds the first 12 hex digits of its SHA-256 (docs/API.md).
+    hashed = hashlib.sha256(token.encode()).hexdigest()[:12]
+    labels = {"pool": "default", "namespace": ns, "token": hashed, "action": "produce"}
+    scraped = await scrape(admin)
+    assert scraped.value("infra_lmstfy_http_rate_limit", **labels) == 2
+    assert token not in scraped.text
+
+
+async def test_metrics_need_the_admin_accounts_unless_made_public(pool_config: PoolConfig) -> None:
+    """/metrics names every namespace and queue: with accounts it is theirs, unless metrics_public."""
+    answers = {}
+    for public in (False, True):
+        config = Config(pools={"default": pool_config}, accounts={"ops": "secret"}, metrics_public=public)
+        runtime = await Runtime.start(config, run_pumps=False)
+        try:
+            async with client_for(create_admin_app(runtime)) as admin:
+                answers[public] = (
+                    (await admin.get("/metrics")).status_code,
+                    (await admin.get("/metrics", auth=("ops", "secret"))).status_code,
+                    (await admin.get("/metrics", auth=("ops", "wrong"))).status_code,
+                )
+        finally:
+            await runtime.stop()
+    assert answers == {False: (401, 200, 401), True: (200, 200, 200)}
+
+
+async def test_anonymous_requests_with_made_up_names_add_no_series(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
+) -> None:
+    """Each series costs every scrape a line and every process a file entry: names nobody
+    authenticated for (no token, a wrong one, a public route of a queue that does not exist, a made-up
+    method) must not become labels."""
+
+    def made_up() -> str:
+        return uuid.uuid4().hex[:16]
+
+    async def anonymous_round() -> None:
+        name, queue = made_up(), made_up()
+        answers = await asyncio.gather(
+            data.put(f"/api/{name}/{queue}", content=b"x"),
+            data.get(f"/api/{name}/{queue}", headers={"X-Token": made_up()}),
+            data.get(f"/api/{name}/{queue}/size"),
+            data.get(f"/api/{name}/{queue}/deadletter/size"),
+            data.request(made_up().upper(), f"/api/{name}/{queue}"),
+            data.delete(f"/api/{ns}/{queue}/job/01M80JAJJVYF6PEPP4G0F00000", headers={"X-Token": made_up()}),
+        )
+        assert [a.status_code for a in answers] == [401, 401, 200, 200, 404, 401]
+
+    await anonymous_round()  # the first answer of each kind may make its (bounded) series
+    await scrape(admin)  # a scrape is counted once answered: the next one shows it
+    before = (await scrape(admin)).samples.keys()
+    for _ in range(10_000 // 6):
+        await anonymous_round()
+    after = (await scrape(admin)).samples.keys()
+    assert after - before == set()
+
+
+async def test_past_its_cap_a_family_lumps_new_names_together(
+    data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Authenticated tenants may still name many queues: each family keeps at most
+    MAX_SERIES_PER_FAMILY series per process, and counts the rest under "(overflow)"."""
+    made = recording._made[id(PUBLISH_QUEUE_JOBS)]
+    monkeypatch.setattr(recording, "MAX_SERIES_PER_FAMILY", made + 3)
+    before = await scrape(admin)
+    for i in range(10):
+        await publish(data, f"/api/{ns}/q{i}", headers)
+    after = await scrape(admin)
+    name = redis_metric("publish_queue_jobs")
+    mine = {
+        queue: after.grew(before, name, pool="default", namespace=namespace, queue=queue)
+        for namespace, queue in [*((ns, f"q{i}") for i in range(10)), ("(overflow)", "(overflow)")]
+    }
+    assert mine == {"q0": 1, "q1": 1, "q2": 1, **{f"q{i}": 0 for i in range(3, 10)}, "(overflow)": 7}
 
 
 async def test_a_purged_namespace_reads_zero(runtime: Runtime, admin: httpx.AsyncClient, ns: str) -> None:

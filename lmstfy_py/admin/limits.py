@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from lmstfy_py import metrics, tasks
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter, Throttled
+from lmstfy_py.metrics.recording import token_label
 from lmstfy_py.store import keys
 from lmstfy_py.store.scripts import Script
 
@@ -189,7 +190,8 @@ class LimitStore:
         window = await self._take(self.redis, (counter,), args)
         if window is None:
             metrics.rate_limit_hit(pool, ns, token, action)
-            raise Throttled(f"token({token}) {action} reach the limit rate, please retry later")
+            # lmstfy's text, but naming the token as metrics do: an error text never holds a secret.
+            raise Throttled(f"token({token_label(token)}) {action} reach the limit rate, please retry later")
         return Permit(counter, window)
 
     async def give_back(self, permit: Permit) -> None:

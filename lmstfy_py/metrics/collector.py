@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -13,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from lmstfy_py import tasks
 from lmstfy_py.metrics.families import DEADLETTER_SIZES, QUEUE_SIZES, REDIS_GAUGES, TIMER_SIZES
 from lmstfy_py.metrics.multiproc import directory
+from lmstfy_py.metrics.recording import labels_for, series
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.faults import outage_reason
@@ -84,15 +86,19 @@ class Collector:
         for ns, queue in pairs:
             calls += [("llen", keys.ready(ns, queue)), ("llen", keys.dead(ns, queue))]
         found = await _pipelined(client, calls)
-        TIMER_SIZES.labels(pool).set(sum(found[: len(namespaces)]))
+        series(TIMER_SIZES, pool).set(sum(found[: len(namespaces)]))
         sizes = found[len(namespaces) :]
-        for i, (ns, queue) in enumerate(pairs):
-            QUEUE_SIZES.labels(pool, ns, queue).set(sizes[2 * i])
-            DEADLETTER_SIZES.labels(pool, ns, queue).set(sizes[2 * i + 1])
         # Files cannot forget a series: a queue that is gone (purged namespace) reads 0 from now on.
-        for ns, queue in self._reported.get(pool, set()) - set(pairs):
-            QUEUE_SIZES.labels(pool, ns, queue).set(0)
-            DEADLETTER_SIZES.labels(pool, ns, queue).set(0)
+        gone = self._reported.get(pool, set()) - set(pairs)
+        for family, offset in ((QUEUE_SIZES, 0), (DEADLETTER_SIZES, 1)):
+            totals: Counter[tuple[str, ...]] = Counter()
+            for i, (ns, queue) in enumerate(pairs):
+                # Past the family's cap, the queues of the overflow series are summed.
+                totals[labels_for(family, (pool, ns, queue))] += sizes[2 * i + offset]
+            for ns, queue in gone:
+                totals[labels_for(family, (pool, ns, queue))] += 0
+            for labels, total in totals.items():
+                series(family, *labels).set(total)
         self._reported[pool] = set(pairs)
 
 
@@ -122,4 +128,4 @@ async def _collect_info(engine: Engine) -> None:
                 totals["keys"] += int(db.get("keys", 0))
                 totals["expires"] += int(db.get("expires", 0))
     for field, gauge in REDIS_GAUGES.items():
-        gauge.labels(engine.pool).set(totals[field])
+        series(gauge, engine.pool).set(totals[field])

@@ -43,8 +43,6 @@ _SUMS = (
     ),
 )
 
-_children: dict[tuple[int, tuple[str, ...]], Any] = {}
-
 
 def exposition() -> bytes:
     """Every process's samples, merged, in Prometheus text format 0.0.4 (what lmstfy serves)."""

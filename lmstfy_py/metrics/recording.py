@@ -7,7 +7,9 @@ cannot be written must not fail the job operation it counts.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ParamSpec
 
@@ -36,16 +38,44 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 
 
+# Each series is a file entry in every process that made it and a line in every scrape: names
+# clients choose are only labels once the request was authenticated (web/instrument.py), and
+# past this many series a family lumps new ones together under OVERFLOW.
+MAX_SERIES_PER_FAMILY = 10_000
+OVERFLOW = "(overflow)"  # never a valid namespace, queue or token
+CLIENT_CHOSEN = frozenset({"namespace", "queue", "token"})
+
 _children: dict[tuple[int, tuple[str, ...]], Any] = {}
+_made: Counter[int] = Counter()  # id(family) -> series made in this process
 
 
-def _child(family: Any, *labels: str) -> Any:
-    """family.labels(*labels), minus its validation and lock on every call: this runs per request."""
+def labels_for(family: Any, labels: tuple[str, ...]) -> tuple[str, ...]:
+    """`labels`, or, once the family has MAX_SERIES_PER_FAMILY series in this process, the same with
+    every name a client chose (namespace, queue, token) replaced by OVERFLOW."""
+    if (id(family), labels) in _children or _made[id(family)] < MAX_SERIES_PER_FAMILY:
+        return labels
+    names = family._labelnames
+    return tuple(OVERFLOW if name in CLIENT_CHOSEN else value for name, value in zip(names, labels, strict=True))
+
+
+def series(family: Any, *labels: str) -> Any:
+    """family.labels(*labels) within the family's cap, minus prometheus-client's validation and lock
+    on every call: this runs per request."""
     key = (id(family), labels)
     child = _children.get(key)
     if child is None:
-        child = _children[key] = family.labels(*labels)
+        key = (id(family), labels_for(family, labels))
+        child = _children.get(key)
+        if child is None:
+            child = _children[key] = family.labels(*key[1])
+            _made[id(family)] += 1
     return child
+
+
+def token_label(token: str) -> str:
+    """What a metric says of a token: the first 12 hex digits of its SHA-256, never the token
+    (docs/API.md): enough to tell tokens apart and to match one you hold, useless to use one."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def _never_raises(record: Callable[P, None]) -> Callable[P, None]:
@@ -69,23 +99,23 @@ def _never_raises(record: Callable[P, None]) -> Callable[P, None]:
 def observe_request(app: str, method: str, route: str, status: int, seconds: float) -> None:
     """One answered HTTP request of either app, by route template (never the raw path)."""
     directory()
-    _child(HTTP_SECONDS, app, method, route, str(status)).observe(seconds)
+    series(HTTP_SECONDS, app, method, route, str(status)).observe(seconds)
 
 
 @_never_raises
 def observe_lmstfy_request(pool: str, ns: str, api: str, method: str, status: int, seconds: float) -> None:
     """lmstfy's own HTTP families of the data port; like lmstfy, latency only of 2xx answers."""
     directory()
-    _child(HTTP_CODES, pool, ns, api, method, str(status)).inc()
+    series(HTTP_CODES, pool, ns, api, method, str(status)).inc()
     if status < 300:
-        _child(HTTP_LATENCY_MS, pool, ns, api, method).observe(seconds * 1000)
+        series(HTTP_LATENCY_MS, pool, ns, api, method).observe(seconds * 1000)
 
 
 @_never_raises
 def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
     """A publish ("produce") or consume ("consume") refused with 429 by the token's limit."""
     directory()
-    _child(RATE_LIMIT, pool, ns, token, action).inc()
+    series(RATE_LIMIT, pool, ns, token_label(token), action).inc()
 
 
 # -- what the engine reports ---------------------------------------------------------------
@@ -97,11 +127,11 @@ class EngineMetrics(EngineObserver):
     @_never_raises
     def published(self, pool: str, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None) -> None:
         delayed = sum(1 for job in jobs if job.delay_ms > 0)
-        _child(PUBLISH_QUEUE_JOBS, pool, ns, queue).inc(len(jobs))
+        series(PUBLISH_QUEUE_JOBS, pool, ns, queue).inc(len(jobs))
         if delayed:
-            _child(TIMER_ADD_JOBS, pool).inc(delayed)
+            series(TIMER_ADD_JOBS, pool).inc(delayed)
         if delayed < len(jobs):
-            _child(QUEUE_DIRECT_PUSH_JOBS, pool).inc(len(jobs) - delayed)
+            series(QUEUE_DIRECT_PUSH_JOBS, pool).inc(len(jobs) - delayed)
         if replaces:  # lmstfy re-publishes with a DELETE then a publish
             self.acked(pool, ns, queue, replaces)
 
@@ -110,27 +140,27 @@ class EngineMetrics(EngineObserver):
         if not jobs:
             return
         # lmstfy's handler takes its multi-queue path for several queues or count > 1.
-        _child(CONSUME_MULTI_JOBS if len(queues) > 1 or count > 1 else CONSUME_JOBS, pool).inc(len(jobs))
+        series(CONSUME_MULTI_JOBS if len(queues) > 1 or count > 1 else CONSUME_JOBS, pool).inc(len(jobs))
         for job in jobs:
-            _child(CONSUME_QUEUE_JOBS, pool, ns, job.queue).inc()
-            _child(JOB_ELAPSED_MS, pool, ns, job.queue).observe(job.elapsed_ms)
+            series(CONSUME_QUEUE_JOBS, pool, ns, job.queue).inc()
+            series(JOB_ELAPSED_MS, pool, ns, job.queue).observe(job.elapsed_ms)
 
     @_never_raises
     def acked(self, pool: str, ns: str, queue: str, job_id: str) -> None:
         # As lmstfy: every ACK counts, whether or not the job still existed, and an id it
         # cannot read counts as 0 ms. pool_delete_jobs is this histogram's count.
         elapsed = ids.elapsed_ms(job_id) if ids.is_valid(job_id) else 0
-        _child(JOB_ACK_ELAPSED_MS, pool, ns, queue).observe(elapsed)
+        series(JOB_ACK_ELAPSED_MS, pool, ns, queue).observe(elapsed)
 
     @_never_raises
     def respawned(self, pool: str, ns: str, queue: str, count: int) -> None:
         if count:
-            _child(DEADLETTER_RESPAWN_JOBS, pool).inc(count)
+            series(DEADLETTER_RESPAWN_JOBS, pool).inc(count)
 
     @_never_raises
     def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
         if result.to_ready or result.to_dead:
-            _child(TIMER_DUE_JOBS, pool).inc(result.to_ready + result.to_dead)
+            series(TIMER_DUE_JOBS, pool).inc(result.to_ready + result.to_dead)
 
 
 def observe_engines(engines: Iterable[Engine]) -> None:

@@ -228,6 +228,10 @@ class Engine:
     async def size(self, ns: str, queue: str) -> int:
         return int(await self.redis.llen(keys.ready(ns, queue)))
 
+    async def queue_exists(self, ns: str, queue: str) -> bool:
+        """Whether a job was ever published to the queue (it is in the namespace's registry)."""
+        return bool(await self.redis.sismember(keys.queues(ns), queue))
+
     async def timer_size(self, ns: str) -> int:
         return int(await self.redis.zcard(keys.timer(ns)))
 

@@ -166,6 +166,9 @@ class MigrationEngine(Engine):
         await self.old.stop_waiting()
         await self.new.stop_waiting()
 
+    async def queue_exists(self, ns: str, queue: str) -> bool:
+        return await self.old.queue_exists(ns, queue) or await self.new.queue_exists(ns, queue)
+
     async def ping(self) -> None:
         await self.old.ping()
         await self.new.ping()

@@ -28,7 +28,7 @@ from lmstfy_py.errors import InvalidParameter, NoJobAvailable, Unauthorized
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.types import Job
-from lmstfy_py.web import params
+from lmstfy_py.web import instrument, params
 from lmstfy_py.web.middleware import build_app, route
 
 Action = Literal["produce", "consume"]
@@ -63,6 +63,7 @@ async def _authorize(request: Request, ns: str, queue: str, need_token: bool = T
             raise Unauthorized("token not found")
         if not await runtime.tokens.exists(pool, ns, token):
             raise Unauthorized("invalid token")
+        setattr(request.state, instrument.LABELLED_NAMESPACE, ns)
     return Target(engine, pool, ns, queue, token)
 
 
@@ -204,9 +205,16 @@ async def peek_job(request: Request) -> Response:
 # -- queue ---------------------------------------------------------------------------
 
 
+async def _label_if_known(request: Request, target: Target) -> None:
+    """A public route names its namespace in metrics only when the queue exists: anyone may call it."""
+    if await target.engine.queue_exists(target.ns, target.queue):
+        setattr(request.state, instrument.LABELLED_NAMESPACE, target.ns)
+
+
 async def size(request: Request) -> Response:
     target = await _target(request, need_token=False)
     queue_size = await target.engine.size(target.ns, target.queue)
+    await _label_if_known(request, target)
     return JSONResponse({"namespace": target.ns, "queue": target.queue, "size": queue_size})
 
 
@@ -244,6 +252,7 @@ async def delete_dead_letter(request: Request) -> Response:
 async def dead_letter_size(request: Request) -> Response:
     target = await _target(request, need_token=False)
     dead_size = await target.engine.dead_letter_size(target.ns, target.queue)
+    await _label_if_known(request, target)
     return JSONResponse({"namespace": target.ns, "queue": target.queue, "size": dead_size})
 
 

@@ -1,7 +1,9 @@
 """Prometheus over HTTP: GET /metrics on the admin app, and the request instrumentation of both apps.
 
 Requests are labelled by the matched route's path template ("/api/{ns}/{queue}"), never by the
-raw path, so the number of series stays bounded whatever clients send. Each app says which one
+raw path, and by a known method or "other"; a namespace only once the request was authenticated:
+so the number of series stays bounded whatever anonymous clients send (metrics/recording.py
+also caps each family). Each app says which one
 it is in `app.state.name` ("data" or "admin").
 """
 
@@ -17,10 +19,14 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Scope
 
 from lmstfy_py import metrics
-from lmstfy_py.config import NAME_RE
 from lmstfy_py.web import params
 
 UNMATCHED = "unmatched"  # the route label of a request no route took
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+# Set in request.state by the data app once a request proved it may name its namespace (a valid
+# token, or a public route of a queue that exists): only then is the namespace a label, so that
+# anonymous requests with made-up names add no series.
+LABELLED_NAMESPACE = "labelled_namespace"
 # lmstfy's api label is gin's route path, which spells the parameters differently.
 _GIN_PARAMS = {"ns": "namespace"}
 _PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
@@ -51,11 +57,12 @@ def record(scope: Scope, status: int, seconds: float) -> None:
     name: str = getattr(app.state, "name", "")
     route = matched_route(scope)
     template = route.path if route is not None else UNMATCHED
-    metrics.observe_request(name, scope["method"], template, status, seconds)
+    method = scope["method"] if scope["method"] in METHODS else "other"  # any token is a method to HTTP
+    metrics.observe_request(name, method, template, status, seconds)
     if name == "data":
         api = gin_path(template) if route is not None else ""  # gin's FullPath of no route
-        ns = _namespace(scope) if route is not None else ""
-        metrics.observe_lmstfy_request(_pool(scope, app, route), ns, api, scope["method"], status, seconds)
+        ns = scope.get("state", {}).get(LABELLED_NAMESPACE, "")
+        metrics.observe_lmstfy_request(_pool(scope, app, route), ns, api, method, status, seconds)
 
 
 def matched_route(scope: Scope) -> Route | None:
@@ -73,12 +80,6 @@ def matched_route(scope: Scope) -> Route | None:
 def gin_path(template: str) -> str:
     """A route template as lmstfy's gin router spells it: /api/{ns}/{queue} -> /api/:namespace/:queue."""
     return _PARAM.sub(lambda m: ":" + _GIN_PARAMS.get(m[1], m[1]), template)
-
-
-def _namespace(scope: Scope) -> str:
-    # Only a valid name becomes a label: a label value per garbage path would bloat every scrape.
-    ns: str = scope.get("path_params", {}).get("ns", "")
-    return ns if len(ns) <= params.MAX_NAME_BYTES and NAME_RE.fullmatch(ns) else ""
 
 
 def _pool(scope: Scope, app: object, route: Route | None) -> str:

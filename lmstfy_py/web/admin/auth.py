@@ -23,8 +23,10 @@ from lmstfy_py.errors import Forbidden
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
 
-# What monitoring and load balancers read without credentials; none of it is secret.
-PUBLIC_ROUTES = frozenset({("GET", "/version"), ("GET", "/ready"), ("GET", "/pools"), ("GET", "/metrics")})
+# What probes and load balancers read without credentials; none of it is secret. /metrics names
+# every namespace and queue: public only with `metrics_public = true`.
+PUBLIC_ROUTES = frozenset({("GET", "/version"), ("GET", "/ready"), ("GET", "/pools")})
+METRICS = ("GET", "/metrics")
 
 
 def credentials(authorization: str | None) -> tuple[bytes, bytes] | None:
@@ -69,7 +71,8 @@ class AdminAuthMiddleware:
     def _allowed(scope: Scope) -> bool:
         runtime: Runtime = scope["app"].state.runtime
         accounts = runtime.config.accounts
-        if not accounts or (scope["method"], scope["path"]) in PUBLIC_ROUTES:
+        asked = (scope["method"], scope["path"])
+        if not accounts or asked in PUBLIC_ROUTES or (asked == METRICS and runtime.config.metrics_public):
             return True
         given = credentials(Headers(scope=scope).get("authorization"))
         return given is not None and authorized(accounts, *given)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lmstfy_py import metrics
+from lmstfy_py.admin import switches
 from lmstfy_py.admin.limits import LimitStore
+from lmstfy_py.admin.switches import Switch
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
 from lmstfy_py.store.health import Health
@@ -26,11 +28,12 @@ class Runtime:
     pumps: list[Pump] = field(default_factory=list)
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
-    # Switched at run time by POST /accesslog; per process (see web/accesslog.py).
-    access_log: bool = field(init=False)
+    # Switched at run time by POST /accesslog on any process (admin/switches.py).
+    access_log_switch: Switch | None = None
 
-    def __post_init__(self) -> None:
-        self.access_log = self.config.server.access_log
+    @property
+    def access_log(self) -> bool:
+        return self.access_log_switch.on if self.access_log_switch else self.config.server.access_log
 
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
@@ -40,6 +43,8 @@ class Runtime:
         admin = pools.get(config.admin_pool)
         runtime = cls(config, pools, TokenStore(admin.redis, pools.names()), LimitStore(admin.redis, pools.names()))
         await runtime.limits.start()
+        runtime.access_log_switch = switches.access_log(admin.redis, config.server.access_log)
+        runtime.access_log_switch.start()
         metrics.observe_engines(pools.engines())
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
@@ -59,6 +64,8 @@ class Runtime:
 
     async def stop(self) -> None:
         await self.limits.stop()
+        if self.access_log_switch is not None:
+            await self.access_log_switch.stop()
         if self.collector is not None:
             await self.collector.stop()
         for pump in self.pumps:

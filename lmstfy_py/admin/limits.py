@@ -95,7 +95,8 @@ def _parse_table(raw: dict[bytes, bytes]) -> dict[tuple[str, str, str], Limit]:
     return table
 
 
-def _script(name: str) -> Script:
+def admin_script(name: str) -> Script:
+    """One of admin/lua/*.lua."""
     return Script(name, (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text())
 
 
@@ -103,10 +104,10 @@ class LimitStore:
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
-        self._set = _script("limit_set")
-        self._delete = _script("limit_delete")
-        self._take = _script("throttle_take")
-        self._give_back = _script("throttle_give_back")
+        self._set = admin_script("limit_set")
+        self._delete = admin_script("limit_delete")
+        self._take = admin_script("throttle_take")
+        self._give_back = admin_script("throttle_give_back")
         self._table: dict[tuple[str, str, str], Limit] = {}
         self._version: bytes | None = None
         self._loaded = False

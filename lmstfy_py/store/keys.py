@@ -82,6 +82,10 @@ LIMITS = "lm/{limits}"  # hash: limit_field(pool, ns, token) -> JSON {"read","wr
 LIMITS_VERSION = "lmv/{limits}"  # string: bumped by every change of LIMITS, polled by every process
 
 
+# Run-time switches (admin Redis): a hash {state, version} each (admin/switches.py).
+ACCESS_LOG_SWITCH = "sw/accesslog"
+
+
 def limit_field(pool: str, ns: str, token: str) -> str:
     """Pool and namespace names hold no '/', so the first two split the field back unambiguously."""
     return f"{pool}/{ns}/{token}"

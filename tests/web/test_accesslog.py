@@ -25,6 +25,7 @@ from tests.conftest import client_for
 from tests.redis_procs import free_port
 from tests.test_e2e import serve_command
 
+SWITCH_REACHES_S = 1.0  # the promise: POST /accesslog reaches every process within a second
 READY_TIMEOUT = 15.0
 
 
@@ -95,7 +96,8 @@ async def test_lines_appear_only_while_enabled(admin: httpx.AsyncClient, access_
 async def test_the_data_plane_is_logged_without_query_strings(
     runtime: Runtime, access_log: pytest.LogCaptureFixture
 ) -> None:
-    runtime.access_log = True
+    assert runtime.access_log_switch is not None
+    await runtime.access_log_switch.set(True)
     async with client_for(create_data_app(runtime)) as data:
         await data.get("/api/ns/q/size", params={"token": "secret-token"})
         await data.get("/api/ns/q%0Afake 200/size")
@@ -128,7 +130,7 @@ def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[Serve
     stdout, stderr = tmp_path / f"out-{port}", tmp_path / f"err-{port}"
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(
-            # One worker: the run-time switch reaches only the worker that answered it.
+            # One worker unless `args` say otherwise (a later --workers wins).
             [*serve_command(), *ports, "--redis-url", redis_url, "--workers", "1", *args],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -186,3 +188,31 @@ def test_a_server_started_with_access_log_logs_from_the_start(tmp_path: Path, re
         output = _wait_for_output(server, "GET /api/ns/q/size 200 ")
     # One line per request: hypercorn's own access log stays off.
     assert output.count("/api/ns/q/size") == 1, output
+
+
+def test_the_switch_reaches_every_worker_of_every_instance_within_a_second(tmp_path: Path, redis_url: str) -> None:
+    """Two instances on one Redis, one of them with two workers: one POST /accesslog switches all three."""
+    with (
+        running_server(tmp_path, redis_url, "--workers", "2") as first,
+        running_server(tmp_path, redis_url) as second,
+    ):
+        httpx.post(f"{first.admin_url}/accesslog?status=enable")
+        time.sleep(SWITCH_REACHES_S)
+        # A connection each: the kernel spreads new connections over the first instance's workers.
+        for i in range(20):
+            httpx.get(f"{first.data_url}/api/ns/first-{i}/size")
+            httpx.get(f"{second.data_url}/api/ns/second-{i}/size")
+        assert httpx.get(f"{second.admin_url}/accesslog").json() == {"status": "enabled"}
+        _wait_for_output(first, "/api/ns/first-19/size")
+        _wait_for_output(second, "/api/ns/second-19/size")
+        httpx.post(f"{second.admin_url}/accesslog?status=disable")
+        time.sleep(SWITCH_REACHES_S)
+        for i in range(20):
+            httpx.get(f"{first.data_url}/api/ns/later-{i}/size")
+        httpx.post(f"{second.admin_url}/accesslog?status=enable")  # logged: the marker of the end
+        _wait_for_output(second, "POST /accesslog")
+        time.sleep(0.2)
+        first_log, second_log = first.output(), second.output()
+    assert all(f"/api/ns/first-{i}/size 200" in first_log for i in range(20)), first_log
+    assert all(f"/api/ns/second-{i}/size 200" in second_log for i in range(20)), second_log
+    assert "/later-" not in first_log, first_log

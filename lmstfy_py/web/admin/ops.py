@@ -132,10 +132,11 @@ async def get_access_log(request: Request) -> Response:
 
 
 async def set_access_log(request: Request) -> Response:
-    """lmstfy's switch: ?status=enable|disable. Reaches this process only (see web/accesslog.py)."""
+    """lmstfy's switch: ?status=enable|disable. Here at once, on every process within a second."""
     status = params.choice(request.query_params, "status", ("enable", "disable"))
     runtime = runtime_of(request)
-    runtime.access_log = status == "enable"
+    assert runtime.access_log_switch is not None  # made by Runtime.start
+    await runtime.access_log_switch.set(status == "enable")
     return _access_log_json(runtime.access_log)
 
 

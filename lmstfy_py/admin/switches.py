@@ -1,0 +1,55 @@
+"""Run-time switches shared by every process on the admin Redis: today the access log's.
+
+POST /accesslog on any worker of any instance stores the new state with a bumped version (one
+script); every process polls the version every POLL_S and applies a change it has not seen,
+so a switch reaches the whole server within about POLL_S. A process starts with its own config
+(`access_log`, `--access-log`): only changes made after it started override that.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lmstfy_py import tasks
+from lmstfy_py.admin.limits import admin_script
+from lmstfy_py.store import keys
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+
+
+class Switch:
+    """One on/off switch: `on` is this process's view, `set` changes it everywhere."""
+
+    def __init__(self, redis: Any, key: str, name: str, initially: bool) -> None:
+        self.redis = redis
+        self.key = key
+        self.on = initially
+        self._version: int | None = None  # the last version seen; None until the first poll
+        self._set = admin_script("switch_set")
+        self._loop = tasks.Loop("switch", self._poll, name)
+
+    async def set(self, on: bool) -> None:
+        """Switches it here at once, and everywhere within POLL_S."""
+        self.on = on
+        self._version = int(await self._set(self.redis, (self.key,), ("1" if on else "0",)))
+
+    def start(self) -> None:
+        self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
+
+    async def _poll(self) -> float:
+        state, version = await self.redis.hmget(self.key, "state", "version")
+        seen = int(version or 0)
+        if self._version is not None and seen != self._version and state is not None:
+            self.on = state == b"1"
+        self._version = seen
+        return POLL_S
+
+
+def access_log(redis: Any, initially: bool) -> Switch:
+    return Switch(redis, keys.ACCESS_LOG_SWITCH, "accesslog", initially)

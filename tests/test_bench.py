@@ -1,4 +1,4 @@
-"""scripts/bench.py against a real `lmstfy-py serve`: it finds the server, runs, reports, cleans up."""
+"""benchmarks/bench.py against a real `lmstfy-py serve`: it finds the server, runs, reports, cleans up."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from tests.redis_procs import free_port
 from tests.test_e2e import Server
 
-BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
 BENCH_TIMEOUT = 60
 
 

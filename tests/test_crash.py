@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "crash_test.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "crash_test.py"
 
 
 def test_no_job_is_lost_when_the_server_is_killed() -> None:

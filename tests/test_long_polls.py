@@ -16,7 +16,7 @@ from tests.test_e2e import NS, QUEUE, Server, create_token, make_server
 
 __all__ = ["make_server"]  # the fixture, shared with test_e2e
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_longpolls.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_longpolls.py"
 
 
 def test_two_thousand_long_polls_share_a_bounded_set_of_redis_connections() -> None:

@@ -5,7 +5,7 @@ own timer pump, token cache and limit cache. Jobs published on either are delive
 by either; an expired reservation is handled once; a token or limit change made on one
 instance applies on every process of the other within a second.
 
-Consumers hold one TCP connection each (scripts/loadclient.py), so N consumers are N
+Consumers hold one TCP connection each (benchmarks/loadclient.py), so N consumers are N
 concurrent long-polls spread over the processes. Admin changes are checked with a fresh
 connection per request, so that both workers of B are asked.
 """
@@ -33,7 +33,7 @@ from tests.redis_procs import RedisProcess
 from tests.test_e2e import QUEUE, Server, serve_command
 from tests.test_throttle_e2e import SharedRedisServer, started_together
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from loadclient import Connection  # type: ignore[import-not-found]
 
 PROPAGATION_S = 1.2  # the promise is 1 s; the margin covers one poll and a request

@@ -1,4 +1,4 @@
-"""Millisecond timers on a real server: a bounded run of scripts/bench_timers.py.
+"""Millisecond timers on a real server: a bounded run of benchmarks/bench_timers.py.
 
 Asserts what a user relies on (no job delivered before its delay, every job delivered);
 the lateness figures it prints are measured by the script, not asserted here.
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_timers.py"
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_timers.py"
 
 
 def test_delayed_jobs_are_never_early_and_all_arrive() -> None:

@@ -9,7 +9,7 @@ answered 201 must be accounted for: ACKed by a consumer, in the dead letter, or 
 its ttl. Prints published / acked / dead / expired / missing / duplicates and exits 1 when
 any job is missing.
 
-    .venv/bin/python scripts/crash_test.py --kills 20
+    .venv/bin/python benchmarks/crash_test.py --kills 20
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 """Would an ASGI server with a C/Rust HTTP parser lift lmstfy-py's HTTP ceiling? Measure it.
 
 The same trivial ASGI app (200 `{"msg":"ok"}`) is served, one server after the other, by
-(a) hypercorn exactly as lmstfy-py serves (scripts/trivial_app.py: h11, uvloop, SO_REUSEPORT
+(a) hypercorn exactly as lmstfy-py serves (benchmarks/trivial_app.py: h11, uvloop, SO_REUSEPORT
 per worker), (b) uvicorn with uvloop + httptools and (c) granian (Rust, if installed), then
-loaded with bench.py's keep-alive getters (scripts/loadclient.py). Each round prints req/s,
+loaded with bench.py's keep-alive getters (benchmarks/loadclient.py). Each round prints req/s,
 p50/p99, the server's CPU (its whole process tree, from /proc) and req per server CPU-second;
 the summary gives medians and the median ratio to hypercorn within a round (the machine is
 shared: ratios within a round are steadier than absolute figures).
@@ -13,7 +13,7 @@ uvicorn and granian come from a scratch venv (`--python`), never from the projec
 
     python3 -m venv /tmp/cparser
     /tmp/cparser/bin/pip install 'uvicorn[standard]' granian starlette uvloop httptools
-    .venv/bin/python scripts/bench_http_servers.py --python /tmp/cparser/bin/python --workers 2
+    .venv/bin/python benchmarks/bench_http_servers.py --python /tmp/cparser/bin/python --workers 2
 
 This module is also the app uvicorn and granian import (from the scratch venv): only the
 standard library at the top; the load side imports bench.py (httpx ...) inside functions.

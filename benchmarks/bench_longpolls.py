@@ -6,7 +6,7 @@ connections that each long-poll one queue, counts the Redis connections the serv
 holds (CLIENT LIST on its embedded Redis), publishes exactly one job per waiter in bulk, and
 checks every waiter got a different job. Prints the figures; exits 1 on any error.
 
-    .venv/bin/python scripts/bench_longpolls.py --waiters 2000
+    .venv/bin/python benchmarks/bench_longpolls.py --waiters 2000
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary dir) on loopback ports.
 
-    .venv/bin/python scripts/bench_timers.py
+    .venv/bin/python benchmarks/bench_timers.py
 """
 
 from __future__ import annotations

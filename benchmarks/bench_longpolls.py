@@ -2,9 +2,11 @@
 """Many waiting consumers on one server process: do they all work, and how many Redis connections?
 
 Starts one `lmstfy-py serve` (embedded Redis, loopback ports), opens --waiters HTTP
-connections that each long-poll one queue, counts the Redis connections the server then
-holds (CLIENT LIST on its embedded Redis), publishes exactly one job per waiter in bulk, and
-checks every waiter got a different job. Prints the figures; exits 1 on any error.
+connections that each long-poll one queue, waits until the server has accepted them all and
+gone idle (every request has reached its wait), counts the Redis connections it then holds
+(CLIENT LIST on its embedded Redis), publishes exactly one job per waiter in bulk, and checks
+every waiter got a different job. Prints the figures; exits 1 on any error. `run()` returns
+them (tests/test_long_polls.py asserts on them).
 
     .venv/bin/python benchmarks/bench_longpolls.py --waiters 2000
 """
@@ -14,20 +16,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from crash_test import ServerProcess, create_token, free_port
-from loadclient import Answer, Connection
+from benchmarks.loadclient import Answer, Connection
+from tests.servers import Server, accepted_connections, create_token, wait_until
 
 NS, QUEUE = "waiters", "q"
+CONNECT_TIMEOUT = 30.0  # for the server to accept every waiter's connection, and to go idle after
+# Idle: less CPU than this over a window. Taking 2,000 requests keeps it near 100 % for seconds.
+IDLE_CPU_SHARE, IDLE_WINDOW_S = 0.1, 0.25
+
+
+@dataclass(frozen=True)
+class Report:
+    waiters: int
+    accepted: int  # connections the server held open when the Redis connections were counted
+    redis_connections: int  # held by the server while the waiters waited
+    blocked: int  # of them, blocked in BRPOP
+    delivered: int  # waiters answered 200 with a job
+    distinct: int  # different jobs among those
+    seconds: float  # from the first publish to the last answer
+    errors: list[str]
+    exit_code: int | None = None  # of the graceful stop, once stopped
 
 
 def allow_open_files(wanted: int) -> None:
@@ -62,43 +82,85 @@ async def redis_connections(redis: Redis) -> tuple[int, int]:
     return len(clients), sum(1 for c in clients if "b" in c["flags"])
 
 
-async def run(args: argparse.Namespace) -> int:
-    allow_open_files(args.waiters * 2 + 1000)
-    work = Path(tempfile.mkdtemp(prefix="lmstfy-waiters-"))
-    # --workers 1: one server process: its connections are the figure
-    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log", "--workers", "1")
-    await server.start()
+def accepted(server: Server) -> int:
+    return sum(accepted_connections(pid, server.port) for pid in server.pids())
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle(server: Server) -> bool:
+    """Whether the server used less than IDLE_CPU_SHARE of a core over the next IDLE_WINDOW_S."""
+    before = sum(map(cpu_seconds, server.pids()))
+    time.sleep(IDLE_WINDOW_S)
+    return sum(map(cpu_seconds, server.pids())) - before < IDLE_CPU_SHARE * IDLE_WINDOW_S
+
+
+def settled(server: Server, waiters: int) -> bool:
+    """Every waiter's connection accepted, then every request taken in: the server has gone idle."""
+    return wait_until(lambda: accepted(server) >= waiters, CONNECT_TIMEOUT) and wait_until(
+        lambda: idle(server), CONNECT_TIMEOUT
+    )
+
+
+async def measure(server: Server, token: str, waiters: int, timeout: int) -> Report:
+    """`waiters` long-polls on the running `server`, counted, then each given a job."""
+    allow_open_files(waiters * 2 + 1000)
+    host = ("127.0.0.1", server.port)
+    polls = [asyncio.create_task(long_poll(host, token, timeout)) for _ in range(waiters)]
+    redis = Redis(unix_socket_path=str(server.redis_socket), client_name="bench")
     try:
-        token = await create_token(server.admin_port, NS)
-        host = ("127.0.0.1", server.port)
-        polls = [asyncio.create_task(long_poll(host, token, args.timeout)) for _ in range(args.waiters)]
-        await asyncio.sleep(args.settle)
-        redis = Redis(unix_socket_path=str(server.data_dir / "redis.sock"), client_name="bench")
+        if not await asyncio.to_thread(settled, server, waiters):
+            raise RuntimeError(f"the server did not take in {waiters} waiters within {CONNECT_TIMEOUT:g} s")
+        held_open = accepted(server)
         held, blocked = await redis_connections(redis)
         started = time.monotonic()
-        await publish(host, token, args.waiters)
-        answers = await asyncio.wait_for(asyncio.gather(*polls, return_exceptions=True), args.timeout + 10)
+        await publish(host, token, waiters)
+        answers = await asyncio.wait_for(asyncio.gather(*polls, return_exceptions=True), timeout + 10)
         seconds = time.monotonic() - started
-        await redis.aclose()
     finally:
-        exit_code = server.stop()
+        await redis.aclose()
+        for poll in polls:
+            poll.cancel()  # none is left unless we leave by an exception
+        await asyncio.gather(*polls, return_exceptions=True)
     got = [a for a in answers if isinstance(a, Answer) and a.status == 200]
+    errors = [repr(a)[:200] for a in answers if not (isinstance(a, Answer) and a.status == 200)]
     distinct = len({a.json()["job_id"] for a in got})
-    errors = [a for a in answers if not (isinstance(a, Answer) and a.status == 200)]
-    print(f"waiters:              {args.waiters}")
-    print(f"redis connections:    {held} held by the server while they waited ({blocked} blocked in BRPOP)")
-    print(f"jobs delivered:       {len(got)} ({distinct} distinct) in {seconds:.2f} s after publishing began")
-    print(f"errors:               {len(errors)} {[repr(e)[:80] for e in errors[:3]]}")
-    print(f"final stop exit code: {exit_code}")
-    return 0 if distinct == args.waiters and not errors and exit_code == 0 else 1
+    return Report(waiters, held_open, held, blocked, len(got), distinct, seconds, errors)
+
+
+async def run(workdir: Path, waiters: int, timeout: int = 30) -> Report:
+    """The measure on a server of its own (one worker: its connections are the figure), stopped after."""
+    with Server(workdir, args=["--workers", "1"]) as server:
+        server.start()
+        token = create_token(server, NS, "bench_longpolls")
+        report = await measure(server, token, waiters, timeout)
+        exit_code = server.stop()
+    return replace(report, exit_code=exit_code)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--waiters", type=int, default=2000)
     parser.add_argument("--timeout", type=int, default=30, help="each long-poll's timeout, seconds")
-    parser.add_argument("--settle", type=float, default=3.0, help="seconds for the waiters to connect and wait")
-    return asyncio.run(run(parser.parse_args(argv)))
+    args = parser.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="lmstfy-waiters-"))
+    report = asyncio.run(run(workdir, args.waiters, args.timeout))
+    print(f"waiters:              {report.waiters} ({report.accepted} connections held by the server)")
+    print(
+        f"redis connections:    {report.redis_connections} held by the server while they waited "
+        f"({report.blocked} blocked in BRPOP)"
+    )
+    print(
+        f"jobs delivered:       {report.delivered} ({report.distinct} distinct) in {report.seconds:.2f} s "
+        "after publishing began"
+    )
+    print(f"errors:               {len(report.errors)} {report.errors[:3]}")
+    print(f"final stop exit code: {report.exit_code}")
+    ok = report.distinct == args.waiters and not report.errors and report.exit_code == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ seconds the server is killed with SIGKILL at whatever it was doing and started a
 same data dir. Afterwards the consumers drain the queue, and every job whose publish was
 answered 201 must be accounted for: ACKed by a consumer, in the dead letter, or expired by
 its ttl. Prints published / acked / dead / expired / missing / duplicates and exits 1 when
-any job is missing.
+any job is missing. `run()` returns those figures (tests/test_crash.py asserts on them).
 
     .venv/bin/python benchmarks/crash_test.py --kills 20
 """
@@ -18,29 +18,36 @@ import argparse
 import asyncio
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import httpx
 from redis.asyncio import Redis
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lmstfy_py.store import keys  # noqa: E402
+from lmstfy_py.store import keys
+from tests.servers import Server, create_token
 
 NS, QUEUE = "crash", "jobs"
 TRIES = 3
 TTR = 1  # short, so jobs reserved by a consumer that lost its server come back quickly
 SHORT_TTL = 4  # some jobs get it, so that expiry is exercised too
 READY_TIMEOUT = 20.0
+STOP_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    kills: int = 5  # how many times to SIGKILL the server
+    interval: float = 1.5  # mean seconds between kills
+    producers: int = 2
+    consumers: int = 4
+    drain_timeout: float = 60.0
 
 
 @dataclass
@@ -56,64 +63,27 @@ class Ledger:
     errors: Counter[str] = field(default_factory=Counter)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@dataclass(frozen=True)
+class Report:
+    """Every job published (answered 201) is in exactly one of acked, ack_answer_lost, dead, expired, missing."""
 
+    kills: int
+    starts: int
+    published: int
+    acked: int
+    ack_answer_lost: int  # ACKed, though its 204 was lost with the server: Redis no longer holds the job
+    dead: int
+    expired: int
+    expired_still_stored: int  # expired by their ttl, yet Redis still holds their data
+    missing: list[str]
+    duplicates: int  # jobs delivered more than once (at-least-once allows it)
+    uncertain_publishes: int
+    errors: dict[str, int]
+    exit_code: int | None = None  # of the final graceful stop, once stopped
 
-class ServerProcess:
-    def __init__(self, data_dir: Path, port: int, admin_port: int, log: Path, *extra: str) -> None:
-        self.data_dir, self.port, self.admin_port, self.log = data_dir, port, admin_port, log
-        self.extra = extra  # more `serve` flags
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    def command(self) -> list[str]:
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        return [sys.executable, "-m", "lmstfy_py.cli", "serve", *ports, "--data-dir", str(self.data_dir), *self.extra]
-
-    async def start(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            with open(self.log, "ab") as log:
-                self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=ROOT)
-            if await self._ready(deadline):
-                self.starts += 1
-                return
-            # Most likely the killed server's Redis still holds the data dir lock: try again.
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start; see {self.log}")
-            await asyncio.sleep(0.1)
-
-    async def _ready(self, deadline: float) -> bool:
-        assert self.proc is not None
-        async with httpx.AsyncClient(timeout=1) as client:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    return False
-                try:
-                    if (await client.get(f"http://127.0.0.1:{self.admin_port}/version")).status_code == 200:
-                        return True
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-        return False
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+    @property
+    def accounted(self) -> int:
+        return self.acked + self.ack_answer_lost + self.dead + self.expired
 
 
 async def produce(client: httpx.AsyncClient, token: str, ledger: Ledger, stop: asyncio.Event) -> None:
@@ -162,13 +132,6 @@ async def consume(client: httpx.AsyncClient, token: str, ledger: Ledger, stop: a
             await asyncio.sleep(0.05)
 
 
-async def create_token(admin_port: int, ns: str = NS) -> str:
-    async with httpx.AsyncClient() as client:
-        answer = await client.post(f"http://127.0.0.1:{admin_port}/token/{ns}", params={"description": "bench"})
-        answer.raise_for_status()
-        return str(answer.json()["token"])
-
-
 async def dead_ids(redis: Redis) -> set[str]:
     return {keys.unpack_element(e)[1] for e in await redis.lrange(keys.dead(NS, QUEUE), 0, -1)}
 
@@ -192,64 +155,111 @@ async def still_missing(ledger: Ledger, redis: Redis) -> set[str]:
     return candidates - await acked_unanswered(ledger, redis, candidates)
 
 
-async def run(args: argparse.Namespace) -> int:
-    work = Path(tempfile.mkdtemp(prefix="lmstfy-crash-"))
-    server = ServerProcess(work / "data", free_port(), free_port(), work / "server.log")
-    await server.start()
-    token = await create_token(server.admin_port)
-    ledger, stop_producers, stop_consumers = Ledger(), asyncio.Event(), asyncio.Event()
-    limits = httpx.Limits(max_connections=args.producers + args.consumers)
-    client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=5, limits=limits)
-    tasks = [asyncio.create_task(produce(client, token, ledger, stop_producers)) for _ in range(args.producers)]
-    tasks += [asyncio.create_task(consume(client, token, ledger, stop_consumers)) for _ in range(args.consumers)]
+async def kill_under_load(server: Server, token: str, ledger: Ledger, settings: Settings) -> None:
+    """Producers and consumers run while the server is killed and restarted; then drains the queue."""
+    stop_producers, stop_consumers = asyncio.Event(), asyncio.Event()
+    limits = httpx.Limits(max_connections=settings.producers + settings.consumers)
+    async with httpx.AsyncClient(base_url=server.data_url, timeout=5, limits=limits) as client:
+        work = [(produce, stop_producers)] * settings.producers + [(consume, stop_consumers)] * settings.consumers
+        tasks = [asyncio.create_task(step(client, token, ledger, stop)) for step, stop in work]
+        try:
+            for _ in range(settings.kills):
+                await asyncio.sleep(random.uniform(0.5, 1.5) * settings.interval)
+                # In a thread: the clients go on (and fail) while the server is down and starting.
+                await asyncio.to_thread(restart_after_kill, server)
+            await asyncio.sleep(settings.interval)
+            stop_producers.set()
+            await drain(server, ledger, settings.drain_timeout)
+        finally:
+            stop_producers.set()
+            stop_consumers.set()
+            await asyncio.gather(*tasks)
 
-    for _ in range(args.kills):
-        await asyncio.sleep(random.uniform(0.5, 1.5) * args.interval)
-        server.kill()
-        await server.start()
-    await asyncio.sleep(args.interval)
-    stop_producers.set()
 
-    redis = Redis(unix_socket_path=str(server.data_dir / "redis.sock"))
-    deadline = time.monotonic() + args.drain_timeout
-    while await still_missing(ledger, redis) and time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
-    stop_consumers.set()
-    await asyncio.gather(*tasks)
-    await client.aclose()
+def restart_after_kill(server: Server) -> None:
+    server.kill()  # returns once its Redis is gone: the data dir is free again
+    server.launch()
+    server.wait_ready(READY_TIMEOUT)
 
-    missing = await still_missing(ledger, redis)
-    answer_lost = await acked_unanswered(ledger, redis, await unaccounted(ledger, redis))
-    dead = await dead_ids(redis) & ledger.published.keys()
-    expired = {j for j, ends in ledger.published.items() if ends <= time.time() and j not in ledger.acked | dead}
-    still_stored = [j for j in expired if await redis.exists(keys.job(NS, QUEUE, j))]
-    await redis.aclose()
-    exit_code = server.stop()
 
-    print(f"server starts:        {server.starts} ({args.kills} SIGKILLs)")
-    print(f"published:            {len(ledger.published)}")
-    acked = len(ledger.acked & ledger.published.keys())
-    print(f"acked:                {acked} (+{len(answer_lost)} whose 204 was lost with the server)")
-    print(f"dead:                 {len(dead)}")
-    print(f"expired:              {len(expired)} ({len(still_stored)} of them still stored)")
-    print(f"missing:              {len(missing)}")
-    print(f"duplicates:           {sum(1 for n in ledger.deliveries.values() if n > 1)} jobs delivered more than once")
-    print(f"uncertain publishes:  {ledger.uncertain_publishes} (no answer; not counted as published)")
-    print(f"client errors:        {dict(ledger.errors)}")
-    print(f"final stop exit code: {exit_code}")
-    if missing:
-        print("MISSING:", " ".join(sorted(missing)[:20]))
-    return 1 if missing or still_stored or exit_code != 0 else 0
+async def drain(server: Server, ledger: Ledger, timeout: float) -> None:
+    """Until every job is accounted for, or `timeout`: consumers take what comes back after its ttr."""
+    redis = Redis(unix_socket_path=str(server.redis_socket))
+    try:
+        deadline = time.monotonic() + timeout
+        while await still_missing(ledger, redis) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+    finally:
+        await redis.aclose()
+
+
+async def account(server: Server, ledger: Ledger, settings: Settings) -> Report:
+    redis = Redis(unix_socket_path=str(server.redis_socket))
+    try:
+        missing = await still_missing(ledger, redis)
+        answer_lost = await acked_unanswered(ledger, redis, await unaccounted(ledger, redis))
+        dead = await dead_ids(redis) & ledger.published.keys()
+        now, acked = time.time(), ledger.acked & ledger.published.keys()
+        expired = {j for j, ends in ledger.published.items() if ends <= now and j not in acked | dead}
+        still_stored = [j for j in expired if await redis.exists(keys.job(NS, QUEUE, j))]
+    finally:
+        await redis.aclose()
+    return Report(
+        kills=settings.kills,
+        starts=server.starts,
+        published=len(ledger.published),
+        acked=len(acked),
+        ack_answer_lost=len(answer_lost),
+        dead=len(dead),
+        expired=len(expired),
+        expired_still_stored=len(still_stored),
+        missing=sorted(missing),
+        duplicates=sum(1 for n in ledger.deliveries.values() if n > 1),
+        uncertain_publishes=ledger.uncertain_publishes,
+        errors=dict(ledger.errors),
+    )
+
+
+async def run(workdir: Path, settings: Settings) -> Report:
+    """One crash test on a server of its own (data dir and logs in `workdir`); its figures."""
+    with Server(workdir) as server:
+        server.launch()
+        server.wait_ready(READY_TIMEOUT)
+        token = create_token(server, NS, "crash test")
+        ledger = Ledger()
+        await kill_under_load(server, token, ledger, settings)
+        report = await account(server, ledger, settings)
+        exit_code = server.stop(STOP_TIMEOUT)
+    return replace(report, exit_code=exit_code)
+
+
+def print_report(report: Report) -> None:
+    print(f"server starts:        {report.starts} ({report.kills} SIGKILLs)")
+    print(f"published:            {report.published}")
+    print(f"acked:                {report.acked} (+{report.ack_answer_lost} whose 204 was lost with the server)")
+    print(f"dead:                 {report.dead}")
+    print(f"expired:              {report.expired} ({report.expired_still_stored} of them still stored)")
+    print(f"missing:              {len(report.missing)}")
+    print(f"duplicates:           {report.duplicates} jobs delivered more than once")
+    print(f"uncertain publishes:  {report.uncertain_publishes} (no answer; not counted as published)")
+    print(f"client errors:        {report.errors}")
+    print(f"final stop exit code: {report.exit_code}")
+    if report.missing:
+        print("MISSING:", " ".join(report.missing[:20]))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=5, help="how many times to SIGKILL the server")
-    parser.add_argument("--interval", type=float, default=1.5, help="mean seconds between kills")
-    parser.add_argument("--producers", type=int, default=2)
-    parser.add_argument("--consumers", type=int, default=4)
-    parser.add_argument("--drain-timeout", type=float, default=60.0)
-    return asyncio.run(run(parser.parse_args(argv)))
+    parser.add_argument("--kills", type=int, default=Settings.kills, help="how many times to SIGKILL the server")
+    parser.add_argument("--interval", type=float, default=Settings.interval, help="mean seconds between kills")
+    parser.add_argument("--producers", type=int, default=Settings.producers)
+    parser.add_argument("--consumers", type=int, default=Settings.consumers)
+    parser.add_argument("--drain-timeout", type=float, default=Settings.drain_timeout)
+    args = parser.parse_args(argv)
+    settings = Settings(args.kills, args.interval, args.producers, args.consumers, args.drain_timeout)
+    report = asyncio.run(run(Path(tempfile.mkdtemp(prefix="lmstfy-crash-")), settings))
+    print_report(report)
+    return 1 if report.missing or report.expired_still_stored or report.exit_code != 0 else 0
 
 
 if __name__ == "__main__":

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -22,10 +20,9 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.accesslog import LOGGER_NAME
 from tests.conftest import client_for
-from tests.redis_procs import free_port
-from tests.test_e2e import serve_command
+from tests.servers import Server
 
-READY_TIMEOUT = 15.0
+OUTPUT_TIMEOUT = 15.0
 
 
 @pytest.fixture
@@ -108,58 +105,20 @@ async def test_the_data_plane_is_logged_without_query_strings(
 # -- a real server -------------------------------------------------------------------------
 
 
-@dataclass
-class ServerProcess:
-    proc: subprocess.Popen[bytes]
-    stdout: Path
-    stderr: Path
-    data_url: str
-    admin_url: str
-
-    def output(self) -> str:
-        return self.stdout.read_text(errors="replace")
-
-
 @contextlib.contextmanager
-def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[ServerProcess]:
-    """`lmstfy-py serve` on free ports and the test Redis, stdout and stderr in files; killed at the end."""
-    port, admin_port = free_port(), free_port()
-    ports = ["--host", "127.0.0.1", "--port", str(port), "--admin-port", str(admin_port)]
-    stdout, stderr = tmp_path / f"out-{port}", tmp_path / f"err-{port}"
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        proc = subprocess.Popen(
-            # One worker: the run-time switch reaches only the worker that answered it.
-            [*serve_command(), *ports, "--redis-url", redis_url, "--workers", "1", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = ServerProcess(proc, stdout, stderr, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}")
-    try:
-        _wait_ready(server)
-        yield server
-    finally:
-        proc.kill()
-        proc.wait()
+def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[Server]:
+    """`lmstfy-py serve` on free ports and the test Redis, its stdout and stderr in files; killed at the end."""
+    # One worker: the run-time switch reaches only the worker that answered it.
+    with Server(tmp_path, redis_url=redis_url, args=["--workers", "1", *args]) as server:
+        yield server.start()
 
 
-def _wait_ready(server: ServerProcess) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        assert server.proc.poll() is None, server.stderr.read_text()
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{server.admin_url}/version", timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"server not ready within {READY_TIMEOUT:g}s: {server.stderr.read_text()}")
-
-
-def _wait_for_output(server: ServerProcess, text: str) -> str:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while text not in server.output():
-        assert time.monotonic() < deadline, f"{text!r} not in stdout: {server.output()!r}"
+def _wait_for_output(server: Server, text: str) -> str:
+    deadline = time.monotonic() + OUTPUT_TIMEOUT
+    while text not in server.stdout():
+        assert time.monotonic() < deadline, f"{text!r} not in stdout: {server.stdout()!r}"
         time.sleep(0.02)
-    return server.output()
+    return server.stdout()
 
 
 def test_a_server_logs_requests_to_stdout_while_enabled(tmp_path: Path, redis_url: str) -> None:
@@ -176,7 +135,7 @@ def test_a_server_logs_requests_to_stdout_while_enabled(tmp_path: Path, redis_ur
     assert len(logged) == 2, output
     assert "GET /api/ns/during/size 200 " in logged[0] and "request_id=e2e-1 remote=127.0.0.1:" in logged[0]
     assert "GET /api/ns/marker/size 200 " in logged[1]
-    assert "lmstfy_py.access" not in server.stderr.read_text()  # stdout only
+    assert "lmstfy_py.access" not in server.stderr()  # stdout only
 
 
 def test_a_server_started_with_access_log_logs_from_the_start(tmp_path: Path, redis_url: str) -> None:

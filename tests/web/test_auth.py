@@ -191,7 +191,7 @@ def test_exposure_warning_on_ipv6() -> None:
 
 def test_a_server_warns_at_start_when_the_admin_port_is_exposed(tmp_path: Path, redis_url: str) -> None:
     with running_server(tmp_path, redis_url, "--admin-host", "0.0.0.0") as exposed:
-        stderr = exposed.stderr.read_text()
+        stderr = exposed.stderr()
     assert "warning: the admin API listens on http://0.0.0.0:" in stderr
     with running_server(tmp_path, redis_url) as loopback:
-        assert "warning" not in loopback.stderr.read_text()
+        assert "warning" not in loopback.stderr()

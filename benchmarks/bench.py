@@ -48,10 +48,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from loadclient import Answer, Connection
+
+from benchmarks.loadclient import Answer, Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "consume100_batch", "pubsub", "timers"]

@@ -1,14 +1,16 @@
-"""Session-wide real Redis servers, and per-test URLs to them that start empty.
+"""Session-wide real Redis servers, and per-test URLs to them that start empty; real
+`lmstfy-py serve` processes (tests/servers.py) made per test.
 
-The servers start once per session (about 20 ms each) and are stopped at the end even when
-tests fail; if the session itself is killed they die with it (PR_SET_PDEATHSIG, see
+The Redis servers start once per session (about 20 ms each) and are stopped at the end even
+when tests fail; if the session itself is killed they die with it (PR_SET_PDEATHSIG, see
 lmstfy_py/store/embedded.py). A test that stops or kills one (fault tests) leaves it to the
 next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -20,6 +22,7 @@ from lmstfy_py.web import create_admin_app, create_data_app
 from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, SentinelGroup
 from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
+from tests.servers import Server
 
 __all__ = ["free_port"]
 
@@ -114,6 +117,23 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
         return PoolConfig("default", kind="cluster", cluster_nodes=request.getfixturevalue("cluster3_nodes"))
     address = urlsplit(request.getfixturevalue("cluster_url")).netloc
     return PoolConfig("default", kind="cluster", cluster_nodes=(address,))
+
+
+@pytest.fixture
+def make_server(tmp_path: Path) -> Iterator[Callable[[], Server]]:
+    """Builds `lmstfy-py serve` processes (not started) on one data dir and one pair of ports, so that a
+    second one is the first restarted; cleans them all up."""
+    made: list[Server] = []
+    data_dir, port, admin_port = tmp_path / "data", free_port(), free_port()
+
+    def make() -> Server:
+        server = Server(tmp_path, data_dir, port, admin_port)
+        made.append(server)
+        return server
+
+    yield make
+    for server in made:
+        server.cleanup()
 
 
 def client_for(app: object) -> httpx.AsyncClient:

@@ -1,4 +1,4 @@
-"""scripts/bench.py against a real `lmstfy-py serve`: it finds the server, runs, reports, cleans up."""
+"""benchmarks/bench.py against a real `lmstfy-py serve`: it finds the server, runs, reports, cleans up."""
 
 from __future__ import annotations
 
@@ -11,20 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.redis_procs import free_port
-from tests.test_e2e import Server
+from tests.servers import Server
 
-BENCH = Path(__file__).resolve().parent.parent / "scripts" / "bench.py"
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench.py"
 BENCH_TIMEOUT = 60
 
 
 @pytest.fixture(params=["1"])
 def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Server]:
-    running = Server(tmp_path, tmp_path / "data", free_port(), free_port())
-    try:
-        yield running.start("--workers", request.param)
-    finally:
-        running.cleanup()
+    with Server(tmp_path, args=["--workers", request.param]) as running:
+        yield running.start()
 
 
 def run_bench(server: Server, report: Path, *more: str) -> subprocess.CompletedProcess[str]:

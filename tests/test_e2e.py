@@ -1,166 +1,54 @@
 """`lmstfy-py serve` as a real process: start-up, HTTP, graceful stop, crash, persistence.
 
-Each server runs its embedded Redis in a tmp data dir on free ports; the fixture kills
-whatever is left when a test ends, whatever happened to it.
+Each server runs its embedded Redis in a tmp data dir on free ports (tests/servers.py); the
+`make_server` fixture (tests/conftest.py) kills whatever is left when a test ends, whatever
+happened to it.
 """
 
 from __future__ import annotations
 
 import base64
-import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.redis_procs import free_port
+from tests.conftest import make_server
+from tests.servers import (
+    NS,
+    QUEUE,
+    Server,
+    accepted_connections,
+    alive,
+    child_pids,
+    create_token,
+    free_port,
+    redis_pids,
+    serve_command,
+    wait_until,
+)
 
-READY_TIMEOUT = 15.0
+# Tests elsewhere import the harness from here, as they did before it moved to tests/servers.py.
+__all__ = [
+    "NS",
+    "QUEUE",
+    "Server",
+    "alive",
+    "child_pids",
+    "create_token",
+    "make_server",
+    "redis_pids",
+    "serve_command",
+    "wait_until",
+]
+
 STOP_TIMEOUT = 5.0
-NS, QUEUE = "e2e", "jobs"
-
-
-class Server:
-    """One `lmstfy-py serve` subprocess; `start()` returns once the admin API answers."""
-
-    def __init__(self, tmp_path: Path, data_dir: Path, port: int, admin_port: int) -> None:
-        self.data_dir = data_dir
-        self.port = port
-        self.admin_port = admin_port
-        self.stderr_path = tmp_path / f"server-{port}-{time.monotonic_ns()}.err"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.redis_pid = 0
-
-    @property
-    def data_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
-
-    def start(self, *args: str) -> Server:
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*serve_command(), *ports, "--data-dir", str(self.data_dir), *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
-        self._wait_ready()
-        assert self.proc is not None
-        (self.redis_pid,) = redis_pids(self.proc.pid)
-        return self
-
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited with {self.proc.returncode}: {self.stderr()}")
-            try:
-                if httpx.get(f"{self.admin_url}/version", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"server not ready within {READY_TIMEOUT:g}s: {self.stderr()}")
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def signal(self, sig: signal.Signals) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    def wait(self, timeout: float) -> int:
-        assert self.proc is not None
-        return self.proc.wait(timeout)
-
-    def cleanup(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        if self.proc is not None:
-            self.proc.wait()
-        # A server killed above leaves its Redis to die by PR_SET_PDEATHSIG: don't let it outlive the test.
-        if self.redis_pid and alive(self.redis_pid) and comm(self.redis_pid).endswith("-server"):
-            os.kill(self.redis_pid, signal.SIGKILL)
-
-
-def serve_command() -> list[str]:
-    return [sys.executable, "-m", "lmstfy_py.cli", "serve"]
-
-
-def redis_pids(server_pid: int) -> list[int]:
-    """The redis-server children of `server_pid` (Redis rewrites its cmdline; its comm stays)."""
-    return [pid for pid in child_pids(server_pid) if comm(pid) in ("redis-server", "valkey-server")]
-
-
-def comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
-def child_pids(pid: int) -> list[int]:
-    children = []
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text() if entry.name.isdigit() else ""
-        except OSError:
-            continue
-        if stat and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            children.append(int(entry.name))
-    return children
-
-
-def alive(pid: int) -> bool:
-    # An orphan reaped late stays a zombie (state Z) for a while: it has exited all the same.
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def wait_until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-@pytest.fixture
-def make_server(tmp_path: Path) -> Iterator[Callable[[], Server]]:
-    """Builds servers on a shared data dir and ports (so a restart reuses them); cleans them all up."""
-    made: list[Server] = []
-    data_dir, port, admin_port = tmp_path / "data", free_port(), free_port()
-
-    def make() -> Server:
-        server = Server(tmp_path, data_dir, port, admin_port)
-        made.append(server)
-        return server
-
-    yield make
-    for server in made:
-        server.cleanup()
-
-
-def create_token(server: Server) -> str:
-    response = httpx.post(f"{server.admin_url}/token/{NS}", params={"description": "e2e"})
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
 
 
 def publish(client: httpx.Client, token: str, body: bytes) -> str:
@@ -233,19 +121,6 @@ def test_several_workers_serve_and_stop_together(make_server: Callable[[], Serve
     assert not any(alive(pid) for pid in children)
 
 
-def accepted_by(pid: int, port: int) -> int:
-    """How many connections to local `port` process `pid` has accepted and holds open."""
-    inodes = set()
-    for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            local_port, state, inode = int(fields[1].rsplit(":", 1)[1], 16), fields[3], fields[9]
-            if local_port == port and state == "01":  # ESTABLISHED
-                inodes.add(f"socket:[{inode}]")
-    fds = Path(f"/proc/{pid}/fd")
-    return sum(1 for fd in fds.iterdir() if os.readlink(fd) in inodes)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="one socket per worker is Linux-only")
 def test_connections_opened_at_once_are_shared_by_the_workers(make_server: Callable[[], Server]) -> None:
     server = make_server().start("--workers", "2")
@@ -254,9 +129,9 @@ def test_connections_opened_at_once_are_shared_by_the_workers(make_server: Calla
     # Opened together, as a pool of clients does: a shared listening socket let one worker take them all.
     clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(32)]
     try:
-        assert wait_until(lambda: sum(accepted_by(pid, server.port) for pid in workers) == 32, 5)
+        assert wait_until(lambda: sum(accepted_connections(pid, server.port) for pid in workers) == 32, 5)
         # Spread by a hash of the client's port: fewer than 4 of 32 on one worker has odds of 1e-6.
-        assert min(accepted_by(pid, server.port) for pid in workers) >= 4
+        assert min(accepted_connections(pid, server.port) for pid in workers) >= 4
     finally:
         for client in clients:
             client.close()

@@ -5,7 +5,7 @@ own timer pump, token cache and limit cache. Jobs published on either are delive
 by either; an expired reservation is handled once; a token or limit change made on one
 instance applies on every process of the other within a second.
 
-Consumers hold one TCP connection each (scripts/loadclient.py), so N consumers are N
+Consumers hold one TCP connection each (benchmarks/loadclient.py), so N consumers are N
 concurrent long-polls spread over the processes. Admin changes are checked with a fresh
 connection per request, so that both workers of B are asked.
 """
@@ -16,25 +16,19 @@ import asyncio
 import base64
 import itertools
 import random
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import redis
 
+from benchmarks.loadclient import Connection
 from lmstfy_py.store import keys
 from tests.redis_procs import RedisProcess
-from tests.test_e2e import QUEUE, Server, serve_command
-from tests.test_throttle_e2e import SharedRedisServer, started_together
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from loadclient import Connection  # type: ignore[import-not-found]
+from tests.servers import QUEUE, Server, create_token, started_together
 
 PROPAGATION_S = 1.2  # the promise is 1 s; the margin covers one poll and a request
 WATCH_S = 1.6  # how long a change is watched: past PROPAGATION_S, to catch a process flapping back
@@ -42,24 +36,6 @@ POLL_S = 0.05
 DELIVERY_TIMEOUT_S = 10.0
 
 _namespaces = itertools.count()
-
-
-class Instance(SharedRedisServer):
-    """A server on the shared Redis, with extra `serve` flags."""
-
-    def __init__(self, tmp_path: Path, redis_url: str, *flags: str) -> None:
-        super().__init__(tmp_path, redis_url)
-        self.flags = flags
-
-    def launch(self) -> None:
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*serve_command(), *ports, "--redis-url", self.redis_url, *self.flags],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +48,9 @@ def shared_redis(redis_server: RedisProcess) -> str:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory, shared_redis: str) -> Iterator[tuple[Instance, Instance]]:
+def pair(tmp_path_factory: pytest.TempPathFactory, shared_redis: str) -> Iterator[tuple[Server, Server]]:
     tmp_path = tmp_path_factory.mktemp("many")
-    servers = (Instance(tmp_path, shared_redis, "--workers", "1"), Instance(tmp_path, shared_redis, "--workers", "2"))
+    servers = [Server(tmp_path, redis_url=shared_redis, args=["--workers", str(workers)]) for workers in (1, 2)]
     with started_together(servers) as started:
         yield started[0], started[1]
 
@@ -92,13 +68,6 @@ def store(shared_redis: str) -> Iterator[redis.Redis]:
 
 
 # -- helpers --------------------------------------------------------------------------
-
-
-def create_token(server: Server, ns: str) -> str:
-    response = httpx.post(f"{server.admin_url}/token/{ns}", params={"description": "many"})
-    assert response.status_code == 201, response.text
-    token: str = response.json()["token"]
-    return token
 
 
 def connect(server: Server) -> Connection:
@@ -175,7 +144,7 @@ def dead_ids(store: redis.Redis, ns: str) -> list[str]:
 
 
 async def test_jobs_published_and_consumed_on_both_instances_are_delivered_once_and_never_early(
-    pair: tuple[Instance, Instance], ns: str, store: redis.Redis
+    pair: tuple[Server, Server], ns: str, store: redis.Redis
 ) -> None:
     a, b = pair
     token = create_token(a, ns)
@@ -211,7 +180,7 @@ async def test_jobs_published_and_consumed_on_both_instances_are_delivered_once_
 
 
 async def test_an_expired_reservation_is_redelivered_once_then_dead_once(
-    pair: tuple[Instance, Instance], ns: str, store: redis.Redis
+    pair: tuple[Server, Server], ns: str, store: redis.Redis
 ) -> None:
     a, b = pair
     token = create_token(a, ns)
@@ -250,7 +219,7 @@ async def test_an_expired_reservation_is_redelivered_once_then_dead_once(
 
 
 def test_a_token_made_on_one_instance_works_on_the_other_at_once_and_its_deletion_within_a_second(
-    pair: tuple[Instance, Instance], ns: str
+    pair: tuple[Server, Server], ns: str
 ) -> None:
     a, b = pair
     token = create_token(a, ns)
@@ -263,7 +232,7 @@ def test_a_token_made_on_one_instance_works_on_the_other_at_once_and_its_deletio
 
 
 def test_a_namespace_deleted_on_one_instance_refuses_its_tokens_on_the_other_within_a_second(
-    pair: tuple[Instance, Instance], ns: str
+    pair: tuple[Server, Server], ns: str
 ) -> None:
     a, b = pair
     tokens = [create_token(a, ns), create_token(b, ns)]
@@ -277,7 +246,7 @@ def test_a_namespace_deleted_on_one_instance_refuses_its_tokens_on_the_other_wit
 
 
 def test_a_limit_set_and_deleted_on_the_two_worker_instance_applies_on_every_process_within_a_second(
-    pair: tuple[Instance, Instance], ns: str
+    pair: tuple[Server, Server], ns: str
 ) -> None:
     a, b = pair
     token = create_token(a, ns)

@@ -30,8 +30,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app
 from tests.conftest import client_for
-from tests.redis_procs import free_port
-from tests.test_e2e import Server
+from tests.servers import Server
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -396,9 +395,8 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     # The server makes its metrics directory in TMPDIR: here, where the test can look.
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    made = Server(tmp_path, tmp_path / "data", free_port(), free_port())
-    yield made
-    made.cleanup()
+    with Server(tmp_path) as made:
+        yield made
 
 
 def dead_pid() -> int:

@@ -21,8 +21,7 @@ import httpx
 import pytest
 
 from tests.redis_procs import RedisProcess
-from tests.test_e2e import NS, QUEUE, create_token
-from tests.test_throttle_e2e import SharedRedisServer
+from tests.servers import NS, QUEUE, Server, create_token
 
 FREEZE_S = 8.0  # longer than the old 5 s timeout plus its retry's, shorter than a CI minute
 ANSWER_WITHIN_S = 3.0
@@ -49,11 +48,10 @@ def redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, redis: RedisProcess) -> Iterator[SharedRedisServer]:
-    started = SharedRedisServer(tmp_path, redis.url)
-    started.start()
-    yield started
-    started.cleanup()
+def server(tmp_path: Path, redis: RedisProcess) -> Iterator[Server]:
+    # --workers left at its default, the CPU count: every worker says it once.
+    with Server(tmp_path, redis_url=redis.url) as started:
+        yield started.start()
 
 
 async def timed(what: str, request: Awaitable[httpx.Response]) -> Answer:
@@ -63,7 +61,7 @@ async def timed(what: str, request: Awaitable[httpx.Response]) -> Answer:
 
 
 async def test_every_request_is_answered_within_3_s_of_a_freeze_and_service_returns_within_1_s(
-    redis: RedisProcess, server: SharedRedisServer
+    redis: RedisProcess, server: Server
 ) -> None:
     token = create_token(server)
     params = {"token": token}
@@ -137,7 +135,7 @@ def test_a_server_started_before_its_redis_logs_one_line_until_redis_comes(tmp_p
     """Unreachable at start: the server starts, answers /ready 503, and says so once per process and
     change, not once per retry of each background loop."""
     redis = RedisProcess(tmp_path / "redis")  # its port is chosen, nothing listens there yet
-    server = SharedRedisServer(tmp_path, redis.url)
+    server = Server(tmp_path, redis_url=redis.url)
     try:
         server.start()
         time.sleep(2.0)

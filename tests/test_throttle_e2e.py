@@ -2,66 +2,23 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import pytest
 
-from tests.redis_procs import free_port
-from tests.test_e2e import NS, QUEUE, Server, create_token, serve_command
+from tests.servers import NS, QUEUE, Server, create_token, started_together
 
 PROPAGATION_S = 1.0  # the promise: a limit change reaches every process within this
 
 
-class SharedRedisServer(Server):
-    """A server on the test session's Redis (--redis-url) instead of an embedded one."""
-
-    def __init__(self, tmp_path: Path, redis_url: str) -> None:
-        super().__init__(tmp_path, tmp_path / "unused-data", free_port(), free_port())
-        self.redis_url = redis_url
-
-    def launch(self) -> None:
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*serve_command(), *ports, "--redis-url", self.redis_url],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
-
-    def start(self, *args: str) -> Server:
-        self.launch()
-        self._wait_ready()
-        return self
-
-
-S = TypeVar("S", bound=SharedRedisServer)
-
-
-@contextmanager
-def started_together(servers: tuple[S, ...]) -> Iterator[tuple[S, ...]]:
-    """Starts the servers at once (start-up is most of these tests' time); cleans them all up."""
-    try:
-        for server in servers:
-            server.launch()
-        for server in servers:
-            server._wait_ready()
-        yield servers
-    finally:
-        for server in servers:
-            server.cleanup()
-
-
 @pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[SharedRedisServer, ...]]:
-    with started_together((SharedRedisServer(tmp_path, redis_url), SharedRedisServer(tmp_path, redis_url))) as servers:
-        yield servers
+def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, ...]]:
+    """Two servers on the test session's Redis (--redis-url) instead of embedded ones."""
+    with started_together([Server(tmp_path, redis_url=redis_url) for _ in range(2)]) as servers:
+        yield tuple(servers)
 
 
 def set_limit(server: Server, token: str, method: str, **limit: int) -> None:
@@ -86,7 +43,7 @@ def seconds_until(status: int, publish: Callable[[], int], timeout: float = 3.0)
     return time.monotonic() - started
 
 
-def test_two_processes_share_one_limit(two_servers: tuple[SharedRedisServer, SharedRedisServer]) -> None:
+def test_two_processes_share_one_limit(two_servers: tuple[Server, Server]) -> None:
     first, second = two_servers
     token = create_token(first)
     set_limit(first, token, "POST", write=5, interval=2)
@@ -100,7 +57,7 @@ def test_two_processes_share_one_limit(two_servers: tuple[SharedRedisServer, Sha
 
 
 def test_a_limit_change_reaches_the_other_process_within_a_second(
-    two_servers: tuple[SharedRedisServer, SharedRedisServer],
+    two_servers: tuple[Server, Server],
 ) -> None:
     first, second = two_servers
     token = create_token(first)

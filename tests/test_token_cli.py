@@ -14,9 +14,7 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,95 +22,35 @@ import httpx
 import pytest
 
 from lmstfy_py import __version__
-from tests.redis_procs import RedisProcess, free_port
-from tests.test_e2e import serve_command, wait_until
+from tests.redis_procs import RedisProcess
+from tests.servers import Server, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "token-cli"
-READY_TIMEOUT = 15.0
 DEAD_TIMEOUT = 10.0
 RUN_TIMEOUT = 30.0
 USER, PASSWORD = "ops", "s3cret-pass"
 ERROR_LINE = re.compile(r"token-cli: error: [^\n]+\n")
 
 
-@dataclass
-class LiveServer:
-    """One `lmstfy-py serve` process with its data and admin ports; `start()` returns once it answers."""
-
-    tmp: Path
-    args: Sequence[str]
-    port: int = 0
-    admin_port: int = 0
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.admin_port}"
-
-    @property
-    def data_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> LiveServer:
-        self.port, self.admin_port = free_port(), free_port()
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        stderr_path = self.tmp / f"server-{self.admin_port}.err"
-        with open(stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*serve_command(), *ports, *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
-        assert self.proc is not None
-        if not wait_until(self._answers, READY_TIMEOUT) or self.proc.poll() is not None:
-            self.stop()
-            pytest.fail(f"server not ready: {stderr_path.read_text(errors='replace')}")
-        return self
-
-    def _answers(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            return True  # dead: stop waiting, start() reports it
-        try:
-            with urllib.request.urlopen(f"{self.admin_url}/version", timeout=1):
-                return True
-        except urllib.error.HTTPError:
-            return True  # an answer all the same (e.g. 401)
-        except OSError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        if self.proc is not None:
-            self.proc.wait()
-
-
-def live_server(tmp: Path, *args: str) -> Iterator[LiveServer]:
-    server = LiveServer(tmp, args)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="module")
-def server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     redis_server.start()
     redis_server.flushall()
     # One worker: the run-time access-log switch (test_accesslog_reads_and_switches) is per worker.
-    yield from live_server(tmp_path_factory.mktemp("token-cli"), "--redis-url", redis_server.url, "--workers", "1")
+    tmp = tmp_path_factory.mktemp("token-cli")
+    with Server(tmp, redis_url=redis_server.url, args=["--workers", "1"]) as running:
+        yield running.start()
 
 
 @pytest.fixture(scope="module")
-def auth_server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+def auth_server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     redis_server.start()
     tmp = tmp_path_factory.mktemp("token-cli-auth")
     config = tmp / "lmstfy.toml"
     config.write_text(f'[pools.default]\nurl = "{redis_server.url}"\n\n[admin.accounts]\n{USER} = "{PASSWORD}"\n')
-    yield from live_server(tmp, "--config", str(config))
+    with Server(tmp, config=config) as running:
+        yield running.start()
 
 
 def run(
@@ -157,11 +95,11 @@ def row_of(table: str, first_cell: str) -> list[str]:
     return row
 
 
-def create_token(server: LiveServer, ns: str, *extra: str) -> str:
+def create_token(server: Server, ns: str, *extra: str) -> str:
     return ok(run(server.admin_url, "create", ns, "--description", "made by a test", *extra)).strip()
 
 
-def publish(server: LiveServer, token: str, ns: str, queue: str, body: bytes, **headers: str) -> str:
+def publish(server: Server, token: str, ns: str, queue: str, body: bytes, **headers: str) -> str:
     url = f"{server.data_url}/api/{ns}/{queue}"
     response = httpx.put(url, params={"token": token}, content=body, headers=headers, timeout=5)
     assert response.status_code == 201, response.text
@@ -169,19 +107,19 @@ def publish(server: LiveServer, token: str, ns: str, queue: str, body: bytes, **
     return job_id
 
 
-def deadletter_size(server: LiveServer, ns: str, queue: str) -> int:
+def deadletter_size(server: Server, ns: str, queue: str) -> int:
     response = httpx.get(f"{server.data_url}/api/{ns}/{queue}/deadletter/size", timeout=5)
     assert response.status_code == 200, response.text
     size: int = response.json()["size"]
     return size
 
 
-def ready_size(server: LiveServer, ns: str, queue: str) -> int:
+def ready_size(server: Server, ns: str, queue: str) -> int:
     size: int = httpx.get(f"{server.data_url}/api/{ns}/{queue}/size", timeout=5).json()["size"]
     return size
 
 
-def kill_jobs(server: LiveServer, token: str, ns: str, queue: str, count: int) -> None:
+def kill_jobs(server: Server, token: str, ns: str, queue: str, count: int) -> None:
     """Consumes `count` jobs of one try with ttr=1, one by one, and waits until they are dead."""
     url = f"{server.data_url}/api/{ns}/{queue}"
     for _ in range(count):
@@ -201,7 +139,7 @@ class DeadJobs:
 
 
 @pytest.fixture(scope="module")
-def dead(server: LiveServer) -> DeadJobs:
+def dead(server: Server) -> DeadJobs:
     """Dead letters of cli-dead/peek (a text, a binary and an attributed job) and cli-dead/rescue (3 jobs)."""
     ns = "cli-dead"
     token = create_token(server, ns)
@@ -218,12 +156,12 @@ def dead(server: LiveServer) -> DeadJobs:
 # -- read-only routes ----------------------------------------------------------------------------
 
 
-def test_pools_prints_one_name_a_line_or_the_json(server: LiveServer) -> None:
+def test_pools_prints_one_name_a_line_or_the_json(server: Server) -> None:
     assert ok(run(server.admin_url, "pools")) == "default\n"
     assert json.loads(ok(run(server.admin_url, "--json", "pools"))) == ["default"]
 
 
-def test_version_prints_aligned_fields_or_the_json(server: LiveServer) -> None:
+def test_version_prints_aligned_fields_or_the_json(server: Server) -> None:
     out = lines(ok(run(server.admin_url, "version")))
     assert out[0].split() == ["version", __version__]
     assert [line.split()[0] for line in out] == ["version", "build_commit", "build_date"]
@@ -232,7 +170,7 @@ def test_version_prints_aligned_fields_or_the_json(server: LiveServer) -> None:
     assert answer["version"] == __version__
 
 
-def test_info_lists_namespaces_with_their_queues(server: LiveServer) -> None:
+def test_info_lists_namespaces_with_their_queues(server: Server) -> None:
     token = create_token(server, "cli-info")
     publish(server, token, "cli-info", "q1", b"a")
     publish(server, token, "cli-info", "q2", b"b")
@@ -243,14 +181,14 @@ def test_info_lists_namespaces_with_their_queues(server: LiveServer) -> None:
     ]
 
 
-def test_unknown_pool_is_the_servers_4xx(server: LiveServer) -> None:
+def test_unknown_pool_is_the_servers_4xx(server: Server) -> None:
     assert failed(run(server.admin_url, "info", "--pool", "nope")) == "token-cli: error: 400 pool not found\n"
 
 
 # -- tokens ------------------------------------------------------------------------------------------
 
 
-def test_create_list_and_delete_tokens(server: LiveServer) -> None:
+def test_create_list_and_delete_tokens(server: Server) -> None:
     ns = "cli-tokens"
     random_token = create_token(server, ns)
     assert re.fullmatch(r"[0-9a-f]{32}", random_token)
@@ -271,11 +209,11 @@ def test_create_list_and_delete_tokens(server: LiveServer) -> None:
     assert json.loads(ok(run(server.admin_url, "--json", "list", ns)))["tokens"] == {as_json["token"]: "for machines"}
 
 
-def test_list_of_an_empty_namespace_says_so(server: LiveServer) -> None:
+def test_list_of_an_empty_namespace_says_so(server: Server) -> None:
     assert ok(run(server.admin_url, "list", "cli-nobody")) == "no tokens\n"
 
 
-def test_a_4xx_is_one_line_with_the_servers_message(server: LiveServer) -> None:
+def test_a_4xx_is_one_line_with_the_servers_message(server: Server) -> None:
     result = run(server.admin_url, "create", "cli-bad", "--description", "d", "--token", "short")
     assert failed(result) == "token-cli: error: 400 the user token was too short\n"
     create_token(server, "cli-bad", "--token", "x" * 20)
@@ -308,7 +246,7 @@ def test_bad_usage_is_clicks_usage_error(args: list[str], message: str) -> None:
 # -- limits ------------------------------------------------------------------------------------------
 
 
-def test_limit_set_creates_then_updates_and_the_limit_can_be_read_listed_and_deleted(server: LiveServer) -> None:
+def test_limit_set_creates_then_updates_and_the_limit_can_be_read_listed_and_deleted(server: Server) -> None:
     ns = "cli-limits"
     token = create_token(server, ns)
     set_args = ["limit-set", ns, token, "--read", "10", "--write", "5", "--interval", "60"]
@@ -332,7 +270,7 @@ def test_limit_set_creates_then_updates_and_the_limit_can_be_read_listed_and_del
     assert failed(run(server.admin_url, "limit-get", ns, token)).startswith("token-cli: error: 404 ")
 
 
-def test_limit_set_with_json_prints_the_servers_answer(server: LiveServer) -> None:
+def test_limit_set_with_json_prints_the_servers_answer(server: Server) -> None:
     ns = "cli-limits-json"
     token = create_token(server, ns)
     args = ["--json", "limit-set", ns, token, "--read", "1", "--write", "2", "--interval", "3"]
@@ -344,7 +282,7 @@ def test_limit_set_with_json_prints_the_servers_answer(server: LiveServer) -> No
 # -- namespaces --------------------------------------------------------------------------------------
 
 
-def test_namespaces_lists_tokens_timers_and_queues(server: LiveServer) -> None:
+def test_namespaces_lists_tokens_timers_and_queues(server: Server) -> None:
     ns = "cli-spaces"
     token = create_token(server, ns)
     create_token(server, ns)
@@ -360,7 +298,7 @@ def test_namespaces_lists_tokens_timers_and_queues(server: LiveServer) -> None:
     assert row_of(table, ns) == [ns, "2", "0", "orders", "2", "0"]
 
 
-def test_namespace_delete_asks_first_then_deletes_tokens_and_with_purge_jobs(server: LiveServer) -> None:
+def test_namespace_delete_asks_first_then_deletes_tokens_and_with_purge_jobs(server: Server) -> None:
     ns = "cli-doomed"
     token = create_token(server, ns)
     publish(server, token, ns, "q", b"job")
@@ -384,7 +322,7 @@ def test_namespace_delete_asks_first_then_deletes_tokens_and_with_purge_jobs(ser
 # -- dead letters ------------------------------------------------------------------------------------
 
 
-def test_deadletter_peek_shows_text_decoded_and_binary_as_a_size(server: LiveServer, dead: DeadJobs) -> None:
+def test_deadletter_peek_shows_text_decoded_and_binary_as_a_size(server: Server, dead: DeadJobs) -> None:
     out = lines(ok(run(server.admin_url, "deadletter-peek", dead.ns, "peek")))
     assert out[0] == f"{dead.ns}/peek: 3 dead jobs, oldest {dead.text_id}"
     assert out[1].split() == ["JOB_ID", "TTL", "AGE", "ATTRIBUTES", "DATA"]
@@ -395,14 +333,14 @@ def test_deadletter_peek_shows_text_decoded_and_binary_as_a_size(server: LiveSer
     assert len({line.index(line.split()[1]) for line in out[1:]}) == 1  # aligned TTL column
 
 
-def test_deadletter_peek_json_is_the_servers_answer(server: LiveServer, dead: DeadJobs) -> None:
+def test_deadletter_peek_json_is_the_servers_answer(server: Server, dead: DeadJobs) -> None:
     answer = json.loads(ok(run(server.admin_url, "--json", "deadletter-peek", dead.ns, "peek", "--limit", "2")))
     assert (answer["namespace"], answer["queue"], answer["deadletter_size"]) == (dead.ns, "peek", 3)
     assert [job["job_id"] for job in answer["jobs"]] == [dead.text_id, dead.binary_id]
     assert base64.b64decode(answer["jobs"][0]["data"]) == "héllo\nworld".encode()
 
 
-def test_deadletter_respawn_and_delete(server: LiveServer, dead: DeadJobs) -> None:
+def test_deadletter_respawn_and_delete(server: Server, dead: DeadJobs) -> None:
     out = ok(run(server.admin_url, "deadletter-respawn", dead.ns, "rescue"))
     assert out == f"respawned 1 jobs of {dead.ns}/rescue\n"
     assert ready_size(server, dead.ns, "rescue") == 1
@@ -422,7 +360,7 @@ def test_deadletter_respawn_and_delete(server: LiveServer, dead: DeadJobs) -> No
 # -- access log ----------------------------------------------------------------------------------------
 
 
-def test_accesslog_reads_and_switches(server: LiveServer) -> None:
+def test_accesslog_reads_and_switches(server: Server) -> None:
     assert ok(run(server.admin_url, "accesslog", "enable")).startswith("access log: ")
     enabled = json.loads(ok(run(server.admin_url, "--json", "accesslog")))
     ok(run(server.admin_url, "accesslog", "disable"))
@@ -435,19 +373,19 @@ def test_accesslog_reads_and_switches(server: LiveServer) -> None:
 # -- the script and the environment -------------------------------------------------------------------
 
 
-def test_scripts_token_cli_runs_the_same_commands(server: LiveServer) -> None:
+def test_scripts_token_cli_runs_the_same_commands(server: Server) -> None:
     assert ok(run(server.admin_url, "pools", script=True)) == "default\n"
     assert ok(run("", "--help", script=True)).startswith("Usage: token-cli [OPTIONS] COMMAND")
 
 
-def test_the_admin_url_can_come_from_the_environment(server: LiveServer) -> None:
+def test_the_admin_url_can_come_from_the_environment(server: Server) -> None:
     assert ok(run("", "pools", env={"LMSTFY_ADMIN": server.admin_url})) == "default\n"
 
 
 # -- basic auth ----------------------------------------------------------------------------------------
 
 
-def test_without_or_with_a_wrong_password_the_server_refuses(auth_server: LiveServer) -> None:
+def test_without_or_with_a_wrong_password_the_server_refuses(auth_server: Server) -> None:
     assert failed(run(auth_server.admin_url, "list", "cli-auth")).startswith("token-cli: error: 401 ")
     wrong = run(auth_server.admin_url, "--user", USER, "--password", "wrong", "list", "cli-auth")
     assert failed(wrong).startswith("token-cli: error: 401 ")
@@ -455,7 +393,7 @@ def test_without_or_with_a_wrong_password_the_server_refuses(auth_server: LiveSe
     assert failed(no_password).startswith("token-cli: error: 401 ")
 
 
-def test_the_right_credentials_work_from_flags_or_environment(auth_server: LiveServer) -> None:
+def test_the_right_credentials_work_from_flags_or_environment(auth_server: Server) -> None:
     creds = ["--user", USER, "--password", PASSWORD]
     token = ok(run(auth_server.admin_url, *creds, "create", "cli-auth", "--description", "d")).strip()
     assert token in ok(run(auth_server.admin_url, *creds, "list", "cli-auth"))

@@ -1,7 +1,7 @@
 """An auto-pipelining Redis client for the script calls of standalone pools.
 
 redis-py gives every concurrent command a pooled connection of its own, a timeout context, a
-write and a read: ~40 µs of CPU per call in a loaded worker (scripts/bench_redis_client.py),
+write and a read: ~40 µs of CPU per call in a loaded worker (benchmarks/bench_redis_client.py),
 a third of a publish. Here the commands issued in one event-loop turn go out in one write on
 one connection, and the replies, parsed by hiredis, are handed to their callers in order.
 Redis runs one command at a time anyway, so one connection per process costs it nothing.

@@ -1,7 +1,10 @@
 """A pool migrating to another (`migrate_to`): lmstfy's rules, on real Redis.
 
-The engine-level tests use two databases of the standalone test Redis as the two pools; the
-end-to-end test migrates a standalone pool to the 3-master cluster through the HTTP API.
+The engine-level tests use two databases of the standalone test Redis as the two pools and run
+every public operation of the engine through the migrating pool, on a job of the old pool
+(`legacy`, published before the migration) and one of the new (`fresh`): publishes go to the
+new pool, consumes drain the old first, everything that names a job or a queue finds it in
+either. The end-to-end test migrates a standalone pool to the 3-master cluster through the HTTP API.
 """
 
 from __future__ import annotations
@@ -10,20 +13,23 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import httpx
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys, migration, pools
-from lmstfy_py.store.engine import Engine, EngineObserver
+from lmstfy_py.store.engine import Engine, EngineObserver, now_ms
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Job, NewJob
+from lmstfy_py.types import DeadLetterHead, Job, NewJob
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
+from tests.redis_procs import RedisProcess
 
 NS, Q = "ns", "q"
 
@@ -52,22 +58,74 @@ async def consume_one(engine: Engine, timeout_ms: int = 0, queues: tuple[str, ..
     return jobs[0].job_id if jobs else None
 
 
-def test_every_engine_operation_has_a_migration_rule() -> None:
-    # An operation added to Engine and not here would silently act on the old pool only.
-    public = {name for name, _ in inspect.getmembers(Engine, inspect.isfunction) if not name.startswith("_")}
-    missing = {name for name in public if getattr(MigrationEngine, name) is getattr(Engine, name)}
-    assert not missing, f"MigrationEngine must override {sorted(missing)}"
+async def holds(engine: Engine, job_id: str, queue: str = Q) -> bool:
+    """Whether `engine`'s pool stores the job (in any state)."""
+    try:
+        await engine.peek_job(NS, queue, job_id)
+    except NotFound:
+        return False
+    return True
 
 
-async def test_publish_goes_to_the_new_pool_and_consume_drains_the_old_first(
-    migrating: MigrationEngine, old: Engine, new: Engine
+@pytest.fixture
+async def legacy(old: Engine) -> str:
+    """A ready job published before the migration: in the old pool."""
+    return await old.publish(NS, Q, NewJob(b"old"))
+
+
+@pytest.fixture
+async def fresh(migrating: MigrationEngine, legacy: str) -> str:
+    """A ready job published through the migrating pool, after `legacy`."""
+    return await migrating.publish(NS, Q, NewJob(b"new"))
+
+
+# -- publish ---------------------------------------------------------------------------------------
+
+
+async def test_publish_and_bulk_publish_go_to_the_new_pool(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
 ) -> None:
-    legacy = await old.publish(NS, Q, NewJob(b"old"))
-    fresh = await migrating.publish(NS, Q, NewJob(b"new"))
-    assert (await old.size(NS, Q), await new.size(NS, Q), await migrating.size(NS, Q)) == (1, 1, 2)
+    bulk = await migrating.publish_many(NS, Q, [NewJob(b"1"), NewJob(b"2")])
+    for job_id in (fresh, *bulk):
+        assert await holds(new, job_id) and not await holds(old, job_id)
+    assert (await old.size(NS, Q), await new.size(NS, Q)) == (1, 3)
+
+
+@pytest.mark.parametrize("pool", ["old", "new"])
+async def test_republish_acks_the_replaced_job_in_its_pool(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str, pool: str
+) -> None:
+    replaced, kept = (legacy, fresh) if pool == "old" else (fresh, legacy)
+    assert [await consume_one(migrating), await consume_one(migrating)] == [legacy, fresh]  # both reserved
+    replacement = await migrating.publish(NS, Q, NewJob(b"again"), replaces=replaced)
+    assert not await holds(old, replaced) and not await holds(new, replaced)
+    assert await holds(new, replacement)
+    # The replaced job's reservation went with it: only the other one's is left, and it is never delivered again.
+    assert await old.timer_size(NS) + await new.timer_size(NS) == 1
+    assert await consume_one(migrating) == replacement
+    assert await migrating.ack(NS, Q, kept)
+
+
+# -- consume ---------------------------------------------------------------------------------------
+
+
+async def test_consume_drains_the_old_pool_first(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
     assert await consume_one(migrating) == legacy
+    assert (await old.timer_size(NS), await new.timer_size(NS)) == (1, 0)  # reserved in its own pool
     assert await consume_one(migrating) == fresh
+    assert (await old.timer_size(NS), await new.timer_size(NS)) == (1, 1)
     assert await consume_one(migrating) is None
+
+
+async def test_reserve_takes_the_old_pools_jobs_first(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
+    assert [job.job_id for job in await migrating.reserve(NS, [Q], ttr_ms=60_000, count=1)] == [legacy]
+    assert [job.job_id for job in await migrating.reserve(NS, [Q], ttr_ms=60_000, count=1)] == [fresh]
+    assert await migrating.reserve(NS, [Q], ttr_ms=60_000, count=1) == []
+    assert (await old.timer_size(NS), await new.timer_size(NS)) == (1, 1)
 
 
 async def test_bulk_publish_and_multi_queue_consume(migrating: MigrationEngine, old: Engine) -> None:
@@ -77,32 +135,75 @@ async def test_bulk_publish_and_multi_queue_consume(migrating: MigrationEngine, 
     assert [await consume_one(migrating, queues=("a", "b")) for _ in fresh] == fresh
 
 
-async def test_ack_and_peek_find_a_job_in_either_pool(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
-    legacy = await old.publish(NS, Q, NewJob(b"old"))
-    fresh = await migrating.publish(NS, Q, NewJob(b"new"))
-    assert (await migrating.peek_queue(NS, Q)).job_id == legacy
-    assert (await migrating.peek_job(NS, Q, fresh)).body == b"new"
+async def test_stop_waiting_ends_a_long_poll_at_once(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    waiting = asyncio.create_task(consume_one(migrating, timeout_ms=60_000))
+    await asyncio.sleep(0.1)
+    await migrating.stop_waiting()
+    assert await asyncio.wait_for(waiting, 2) is None
+    assert old.stopping and new.stopping
+    assert await asyncio.wait_for(consume_one(migrating, timeout_ms=60_000), 2) is None  # no new wait either
+
+
+async def test_a_migrating_pool_says_it_is_stopping(migrating: MigrationEngine) -> None:
+    await migrating.stop_waiting()
+    assert migrating.stopping
+
+
+# -- ack, peek, size -------------------------------------------------------------------------------
+
+
+async def test_ack_finds_a_job_in_either_pool(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
     assert await migrating.ack(NS, Q, legacy) and await migrating.ack(NS, Q, fresh)
+    assert not await holds(old, legacy) and not await holds(new, fresh)
     assert not await migrating.ack(NS, Q, fresh)
+
+
+async def test_ack_many_finds_jobs_in_both_pools(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
+    elsewhere = await old.publish(NS, "other", NewJob(b"x"))  # not in queue q: not ACKed by an ACK of q
+    assert await migrating.ack_many(NS, Q, [legacy, fresh, elsewhere]) == 2
+    assert not await holds(old, legacy) and not await holds(new, fresh)
+    assert await holds(old, elsewhere, "other")
+    assert await migrating.ack_many(NS, Q, [legacy, fresh]) == 0
+
+
+async def test_peek_queue_shows_the_old_pools_head_first(migrating: MigrationEngine, legacy: str, fresh: str) -> None:
+    assert (await migrating.peek_queue(NS, Q)).job_id == legacy
+    await migrating.ack(NS, Q, legacy)
+    assert (await migrating.peek_queue(NS, Q)).job_id == fresh
+    await migrating.ack(NS, Q, fresh)
     with pytest.raises(NotFound):
         await migrating.peek_queue(NS, Q)
+
+
+async def test_peek_job_finds_a_job_in_either_pool(migrating: MigrationEngine, legacy: str, fresh: str) -> None:
+    assert (await migrating.peek_job(NS, Q, legacy)).body == b"old"
+    assert (await migrating.peek_job(NS, Q, fresh)).body == b"new"
+    await migrating.ack(NS, Q, legacy)
     with pytest.raises(NotFound):
         await migrating.peek_job(NS, Q, legacy)
 
 
-async def test_republish_of_an_old_pool_job_acks_it_there(migrating: MigrationEngine, old: Engine) -> None:
-    legacy = await old.publish(NS, Q, NewJob(b"old"))
-    assert await consume_one(migrating) == legacy
-    replacement = await migrating.publish(NS, Q, NewJob(b"again"), replaces=legacy)
-    assert await old.timer_size(NS) == 0  # no redelivery of the replaced job
-    assert await consume_one(migrating) == replacement
+async def test_sizes_add_up_both_pools(migrating: MigrationEngine, old: Engine, legacy: str, fresh: str) -> None:
+    assert await migrating.size(NS, Q) == 2
+    await old.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
+    await migrating.publish_many(NS, Q, [NewJob(b"later", delay_ms=60_000)] * 2)
+    assert await migrating.timer_size(NS) == 3
+    assert await migrating.size(NS, Q) == 2  # ready jobs only
 
 
-async def test_destroy_empties_the_queue_in_both_pools(migrating: MigrationEngine, old: Engine) -> None:
-    await old.publish(NS, Q, NewJob(b"old"))
-    await migrating.publish(NS, Q, NewJob(b"new"))
+async def test_destroy_empties_the_queue_in_both_pools(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
     assert await migrating.destroy(NS, Q) == 2
-    assert await migrating.size(NS, Q) == 0
+    assert (await old.size(NS, Q), await new.size(NS, Q)) == (0, 0)
+    assert not await holds(old, legacy) and not await holds(new, fresh)
+
+
+# -- dead letter -----------------------------------------------------------------------------------
 
 
 async def kill(engine: Engine, count: int) -> list[str]:
@@ -118,25 +219,40 @@ async def kill(engine: Engine, count: int) -> list[str]:
     return job_ids
 
 
-async def test_dead_letters_of_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
-    pumps = [Pump(old), Pump(new)]
-    for pump in pumps:
+@pytest.fixture
+async def pumps(old: Engine, new: Engine) -> AsyncIterator[None]:
+    running = [Pump(old), Pump(new)]
+    for pump in running:
         pump.start()
-    try:
-        new_dead = await kill(new, 2)
-        old_dead = await kill(old, 2)
-        head = await migrating.dead_letter(NS, Q)
-        assert (head.size, head.head) == (4, old_dead[0])
-        assert await migrating.dead_letter_size(NS, Q) == 4
-        assert await migrating.dead_letter_ids(NS, Q, 3) == [*old_dead, new_dead[0]]
-        # A limit spills over from the old pool to the new one; jobs stay in their pool.
-        assert await migrating.respawn(NS, Q, 3, ttl_ms=60_000) == 3
-        assert (await old.size(NS, Q), await new.size(NS, Q)) == (2, 1)
-        assert await migrating.bury(NS, Q, 5) == 1
-        assert await migrating.dead_letter_size(NS, Q) == 0
-    finally:
-        for pump in pumps:
-            await pump.stop()
+    yield
+    for pump in running:
+        await pump.stop()
+
+
+@pytest.mark.usefixtures("pumps")
+async def test_dead_letters_of_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    new_dead = await kill(new, 2)
+    old_dead = await kill(old, 2)
+    head = await migrating.dead_letter(NS, Q)
+    assert (head.size, head.head) == (4, old_dead[0])
+    assert await migrating.dead_letter_size(NS, Q) == 4
+    assert await migrating.dead_letter_ids(NS, Q, 3) == [*old_dead, new_dead[0]]
+    # A limit spills over from the old pool to the new one; jobs stay in their pool.
+    assert await migrating.respawn(NS, Q, 3, ttl_ms=60_000) == 3
+    assert (await old.size(NS, Q), await new.size(NS, Q)) == (2, 1)
+    assert await migrating.bury(NS, Q, 5) == 1
+    assert await migrating.dead_letter_size(NS, Q) == 0
+    assert not await holds(new, new_dead[1])  # buried with its data
+
+
+@pytest.mark.usefixtures("pumps")
+async def test_the_new_pools_dead_letter_head_once_the_old_has_none(migrating: MigrationEngine, new: Engine) -> None:
+    (dead,) = await kill(new, 1)
+    assert await migrating.dead_letter(NS, Q) == DeadLetterHead(1, dead)
+    assert await migrating.dead_letter_ids(NS, Q, 10) == [dead]
+
+
+# -- registry and pump -----------------------------------------------------------------------------
 
 
 async def test_namespaces_and_queues_are_the_union(migrating: MigrationEngine, old: Engine) -> None:
@@ -145,6 +261,110 @@ async def test_namespaces_and_queues_are_the_union(migrating: MigrationEngine, o
     await migrating.publish("a", "q3", NewJob(b"x"))
     assert await migrating.namespaces() == ["a", "b"]
     assert await migrating.queues("a") == ["q1", "q3"]
+
+
+async def test_purge_namespace_deletes_its_jobs_in_both_pools(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
+    await old.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
+    await migrating.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
+    await old.publish("kept", Q, NewJob(b"x"))
+    assert await migrating.purge_namespace(NS) == 4
+    assert (await migrating.size(NS, Q), await migrating.timer_size(NS)) == (0, 0)
+    assert not await holds(old, legacy) and not await holds(new, fresh)
+    assert await migrating.namespaces() == ["kept"]
+
+
+async def test_pump_moves_the_due_jobs_of_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    # No Pump runs here: only the call under test moves them.
+    await old.publish(NS, Q, NewJob(b"soon", delay_ms=10))
+    await migrating.publish(NS, Q, NewJob(b"soon", delay_ms=10))
+    await migrating.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
+    await asyncio.sleep(0.05)
+    result = await migrating.pump(NS, now_ms())
+    assert (result.to_ready, result.to_dead) == (2, 0)
+    assert result.next_due_ms == await new.timer_head(NS) != -1  # the job due in a minute
+    assert (await old.size(NS, Q), await new.size(NS, Q)) == (1, 1)
+
+
+async def test_timer_head_is_the_earliest_of_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    assert await migrating.timer_head(NS) == -1
+    await old.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
+    assert await migrating.timer_head(NS) == await old.timer_head(NS) != -1
+    await migrating.publish(NS, Q, NewJob(b"sooner", delay_ms=30_000))
+    assert await migrating.timer_head(NS) == await new.timer_head(NS) < await old.timer_head(NS)
+
+
+async def test_close_leaves_both_pools_serving(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
+    # Pools closes the pools' own engines; a migrating pool has nothing of its own to close.
+    await migrating.close()
+    assert await holds(old, legacy) and await holds(new, fresh)
+    assert [await consume_one(migrating), await consume_one(migrating)] == [legacy, fresh]
+
+
+async def test_a_queue_exists_when_either_pool_has_it(migrating: MigrationEngine, old: Engine) -> None:
+    assert not await migrating.queue_exists(NS, "only-old")
+    await old.publish(NS, "only-old", NewJob(b"x"))
+    await migrating.publish(NS, "only-new", NewJob(b"x"))
+    assert await migrating.queue_exists(NS, "only-old") and await migrating.queue_exists(NS, "only-new")
+    assert not await migrating.queue_exists(NS, "neither")
+
+
+async def test_ping_answers_only_while_both_pools_answer(migrating: MigrationEngine, tmp_path: Path) -> None:
+    await migrating.ping()
+    gone = RedisProcess(tmp_path / "gone")  # never started: nothing answers on its port
+    unreachable = pools.engine("new", PoolConfig("new", url=gone.url))
+    try:
+        with pytest.raises(RedisConnectionError):
+            await MigrationEngine(migrating.old, unreachable).ping()
+        with pytest.raises(RedisConnectionError):
+            await MigrationEngine(unreachable, migrating.new).ping()
+    finally:
+        await unreachable.close()
+
+
+# Each public operation of Engine, and the test above that runs it through a migrating pool on jobs
+# of both pools. An operation added to Engine fails the test below until it has one: without a rule
+# of its own in MigrationEngine it would act on the old pool only.
+TESTED_BY = {
+    "publish": test_publish_and_bulk_publish_go_to_the_new_pool,
+    "publish_many": test_publish_and_bulk_publish_go_to_the_new_pool,
+    "consume": test_consume_drains_the_old_pool_first,
+    "reserve": test_reserve_takes_the_old_pools_jobs_first,
+    "stop_waiting": test_stop_waiting_ends_a_long_poll_at_once,
+    "stopping": test_a_migrating_pool_says_it_is_stopping,
+    "ack": test_ack_finds_a_job_in_either_pool,
+    "ack_many": test_ack_many_finds_jobs_in_both_pools,
+    "peek_queue": test_peek_queue_shows_the_old_pools_head_first,
+    "peek_job": test_peek_job_finds_a_job_in_either_pool,
+    "size": test_sizes_add_up_both_pools,
+    "timer_size": test_sizes_add_up_both_pools,
+    "destroy": test_destroy_empties_the_queue_in_both_pools,
+    "dead_letter": test_dead_letters_of_both_pools,
+    "dead_letter_size": test_dead_letters_of_both_pools,
+    "dead_letter_ids": test_dead_letters_of_both_pools,
+    "respawn": test_dead_letters_of_both_pools,
+    "bury": test_dead_letters_of_both_pools,
+    "namespaces": test_namespaces_and_queues_are_the_union,
+    "queues": test_namespaces_and_queues_are_the_union,
+    "purge_namespace": test_purge_namespace_deletes_its_jobs_in_both_pools,
+    "pump": test_pump_moves_the_due_jobs_of_both_pools,
+    "timer_head": test_timer_head_is_the_earliest_of_both_pools,
+    "close": test_close_leaves_both_pools_serving,
+    "queue_exists": test_a_queue_exists_when_either_pool_has_it,
+    "ping": test_ping_answers_only_while_both_pools_answer,
+}
+
+
+def test_every_engine_operation_is_tested_through_a_migrating_pool() -> None:
+    operations = {
+        name
+        for name, member in inspect.getmembers(Engine)
+        if not name.startswith("_") and (inspect.isfunction(member) or isinstance(member, property))
+    }
+    assert operations == set(TESTED_BY)
 
 
 async def test_long_poll_is_woken_by_a_publish(migrating: MigrationEngine, monkeypatch: pytest.MonkeyPatch) -> None:

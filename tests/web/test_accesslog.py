@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -22,11 +20,10 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.accesslog import LOGGER_NAME
 from tests.conftest import client_for
-from tests.redis_procs import free_port
-from tests.test_e2e import serve_command
+from tests.servers import Server
 
 SWITCH_REACHES_S = 1.0  # the promise: POST /accesslog reaches every process within a second
-READY_TIMEOUT = 15.0
+OUTPUT_TIMEOUT = 15.0
 
 
 @pytest.fixture
@@ -110,58 +107,20 @@ async def test_the_data_plane_is_logged_without_query_strings(
 # -- a real server -------------------------------------------------------------------------
 
 
-@dataclass
-class ServerProcess:
-    proc: subprocess.Popen[bytes]
-    stdout: Path
-    stderr: Path
-    data_url: str
-    admin_url: str
-
-    def output(self) -> str:
-        return self.stdout.read_text(errors="replace")
-
-
 @contextlib.contextmanager
-def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[ServerProcess]:
-    """`lmstfy-py serve` on free ports and the test Redis, stdout and stderr in files; killed at the end."""
-    port, admin_port = free_port(), free_port()
-    ports = ["--host", "127.0.0.1", "--port", str(port), "--admin-port", str(admin_port)]
-    stdout, stderr = tmp_path / f"out-{port}", tmp_path / f"err-{port}"
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
-        proc = subprocess.Popen(
-            # One worker unless `args` say otherwise (a later --workers wins).
-            [*serve_command(), *ports, "--redis-url", redis_url, "--workers", "1", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-        )
-    server = ServerProcess(proc, stdout, stderr, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin_port}")
-    try:
-        _wait_ready(server)
-        yield server
-    finally:
-        proc.kill()
-        proc.wait()
+def running_server(tmp_path: Path, redis_url: str, *args: str) -> Iterator[Server]:
+    """`lmstfy-py serve` on free ports and the test Redis, its stdout and stderr in files; killed at the end."""
+    # One worker unless `args` say otherwise (a later --workers wins).
+    with Server(tmp_path, redis_url=redis_url, args=["--workers", "1", *args]) as server:
+        yield server.start()
 
 
-def _wait_ready(server: ServerProcess) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        assert server.proc.poll() is None, server.stderr.read_text()
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{server.admin_url}/version", timeout=1).status_code == 200:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"server not ready within {READY_TIMEOUT:g}s: {server.stderr.read_text()}")
-
-
-def _wait_for_output(server: ServerProcess, text: str) -> str:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while text not in server.output():
-        assert time.monotonic() < deadline, f"{text!r} not in stdout: {server.output()!r}"
+def _wait_for_output(server: Server, text: str) -> str:
+    deadline = time.monotonic() + OUTPUT_TIMEOUT
+    while text not in server.stdout():
+        assert time.monotonic() < deadline, f"{text!r} not in stdout: {server.stdout()!r}"
         time.sleep(0.02)
-    return server.output()
+    return server.stdout()
 
 
 def test_a_server_logs_requests_to_stdout_while_enabled(tmp_path: Path, redis_url: str) -> None:
@@ -178,7 +137,7 @@ def test_a_server_logs_requests_to_stdout_while_enabled(tmp_path: Path, redis_ur
     assert len(logged) == 2, output
     assert "GET /api/ns/during/size 200 " in logged[0] and "request_id=e2e-1 remote=127.0.0.1:" in logged[0]
     assert "GET /api/ns/marker/size 200 " in logged[1]
-    assert "lmstfy_py.access" not in server.stderr.read_text()  # stdout only
+    assert "lmstfy_py.access" not in server.stderr()  # stdout only
 
 
 def test_a_server_started_with_access_log_logs_from_the_start(tmp_path: Path, redis_url: str) -> None:
@@ -212,7 +171,7 @@ def test_the_switch_reaches_every_worker_of_every_instance_within_a_second(tmp_p
         httpx.post(f"{second.admin_url}/accesslog?status=enable")  # logged: the marker of the end
         _wait_for_output(second, "POST /accesslog")
         time.sleep(0.2)
-        first_log, second_log = first.output(), second.output()
+        first_log, second_log = first.stdout(), second.stdout()
     assert all(f"/api/ns/first-{i}/size 200" in first_log for i in range(20)), first_log
     assert all(f"/api/ns/second-{i}/size 200" in second_log for i in range(20)), second_log
     assert "/later-" not in first_log, first_log

@@ -4,6 +4,7 @@ the admin port is open to the network without them."""
 from __future__ import annotations
 
 import base64
+import json
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,10 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lmstfy_py import __version__, server
 from lmstfy_py import listeners as sockets
-from lmstfy_py import server
+from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store.engine import now_ms
+from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.admin.auth import authorized, credentials
 from tests.conftest import client_for
@@ -23,23 +27,65 @@ from tests.web.test_accesslog import running_server
 
 ACCOUNTS = {"alice": "s3cret:with:colons", "bob": "pässwörd"}
 CHALLENGE = 'Basic realm="lmstfy-py"'
-PROTECTED = [
-    ("GET", "/info"),
-    ("GET", "/token/ns"),
-    ("POST", "/token/ns?description=d"),
-    ("DELETE", "/token/ns/" + "t" * 20),
-    ("GET", "/limits"),
-    ("GET", "/token/ns/" + "t" * 20 + "/limit"),
-    ("GET", "/namespaces"),
-    ("DELETE", "/namespaces/ns"),
-    ("GET", "/deadletter/ns/q"),
-    ("PUT", "/deadletter/ns/q"),
-    ("DELETE", "/deadletter/ns/q"),
-    ("GET", "/accesslog"),
-    ("POST", "/accesslog?status=enable"),
-    ("GET", "/nowhere"),  # unknown routes do not reveal themselves either
-    ("POST", "/pools"),  # a public path with another method
+TOKEN, NEW_TOKEN = "t" * 20, "u" * 20
+DEAD = "<id of the seeded dead job>"  # filled in by `expected`
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # the exposition format Prometheus scrapes
+NOT_FOUND = (404, {"error": "api not found"})
+# Every route behind the accounts, and its answer to an authorized caller on what `seed` stored:
+# namespace ns with token TOKEN (limit read 1, write 2, interval 3), a ready job in queue q and a
+# dead one (body b"dead", id DEAD).
+ANSWERS: list[tuple[str, str, tuple[int, object]]] = [
+    ("GET", "/info", (200, {"ns": ["q"]})),
+    ("GET", "/token/ns", (200, {"tokens": {TOKEN: "seeded"}})),
+    ("POST", f"/token/ns?description=d&token={NEW_TOKEN}", (201, {"token": NEW_TOKEN})),
+    ("DELETE", f"/token/ns/{TOKEN}", (204, None)),
+    ("GET", "/limits", (200, [{"namespace": "ns", "token": TOKEN, "limiter": {"read": 1, "write": 2, "interval": 3}}])),
+    ("GET", f"/token/ns/{TOKEN}/limit", (200, {"read": 1, "write": 2, "interval": 3})),
+    (
+        "GET",
+        "/namespaces",
+        (
+            200,
+            {
+                "pool": "default",
+                "namespaces": [
+                    {
+                        "namespace": "ns",
+                        "tokens": 1,
+                        "timer_size": 0,
+                        "queues": [{"queue": "q", "size": 1, "deadletter_size": 1}],
+                    }
+                ],
+            },
+        ),
+    ),
+    (
+        "DELETE",
+        "/namespaces/ns",  # without ?purge=true its jobs stay
+        (200, {"namespace": "ns", "tokens_deleted": 1, "limits_deleted": 1, "jobs_deleted": 0}),
+    ),
+    (
+        "GET",
+        "/deadletter/ns/q",
+        (
+            200,
+            {
+                "namespace": "ns",
+                "queue": "q",
+                "deadletter_size": 1,
+                "deadletter_head": DEAD,
+                "jobs": [{"job_id": DEAD, "data": "ZGVhZA==", "ttl": 0, "attributes": None}],  # elapsed_ms aside
+            },
+        ),
+    ),
+    ("PUT", "/deadletter/ns/q", (200, {"msg": "respawned", "count": 1})),
+    ("DELETE", "/deadletter/ns/q", (200, {"msg": "deleted", "count": 1})),
+    ("GET", "/accesslog", (200, {"status": "disabled"})),
+    ("POST", "/accesslog?status=enable", (200, {"status": "enabled"})),
+    ("GET", "/nowhere", NOT_FOUND),  # unknown routes do not reveal themselves either
+    ("POST", "/pools", NOT_FOUND),  # a public path with another method
 ]
+PROTECTED = [(method, path) for method, path, _ in ANSWERS]
 
 
 def basic(user: str | bytes, password: str | bytes) -> dict[str, str]:
@@ -62,6 +108,32 @@ async def secured(redis_url: str) -> AsyncIterator[Runtime]:
 async def admin(secured: Runtime) -> AsyncIterator[httpx.AsyncClient]:
     async with client_for(create_admin_app(secured)) as client:
         yield client
+
+
+async def seed(runtime: Runtime) -> str:
+    """The state ANSWERS expects; the dead job's id."""
+    await runtime.tokens.create("default", "ns", "seeded", TOKEN)
+    await runtime.limits.create("default", "ns", TOKEN, Limit(read=1, write=2, interval=3))
+    engine = runtime.pools.get("default")
+    dead = await engine.publish("ns", "q", NewJob(b"dead"))
+    await engine.consume("ns", ["q"], ttr_ms=0, timeout_ms=0, count=1)  # its one try, ended at once
+    await engine.pump("ns", now_ms() + 1)  # no try left: to the dead letter
+    await engine.publish("ns", "q", NewJob(b"ready"))
+    return dead
+
+
+def expected(answer: tuple[int, object], dead: str) -> tuple[int, object]:
+    status, body = answer
+    return status, json.loads(json.dumps(body).replace(json.dumps(DEAD), json.dumps(dead)))
+
+
+def answered(response: httpx.Response) -> tuple[int, object]:
+    """Status and JSON body (None when empty); a dead job's elapsed_ms, which the clock decides, left out."""
+    body = response.json() if response.content else None
+    for job in body.get("jobs", []) if isinstance(body, dict) else []:
+        elapsed_ms = job.pop("elapsed_ms")
+        assert isinstance(elapsed_ms, int) and elapsed_ms >= 0
+    return response.status_code, body
 
 
 def assert_unauthorized(response: httpx.Response) -> None:
@@ -101,37 +173,57 @@ async def test_right_credentials_of_each_account(admin: httpx.AsyncClient) -> No
         response = await admin.get("/token/ns", headers=basic(user, password))
         assert (response.status_code, response.json()) == (200, {"tokens": {}})
     created = await admin.post("/token/ns", params={"description": "d"}, headers=basic("alice", ACCOUNTS["alice"]))
-    assert created.status_code == 201
+    assert created.status_code == 201 and len(created.json()["token"]) >= 20
     # httpx's own basic auth, as a client library sends it (the scheme in any case).
     response = await admin.get("/namespaces", auth=("bob", ACCOUNTS["bob"]))
     assert response.status_code == 200 and response.json()["namespaces"][0]["namespace"] == "ns"
     lower = {"Authorization": basic("alice", ACCOUNTS["alice"])["Authorization"].replace("Basic", "basic")}
-    assert (await admin.get("/info", headers=lower)).status_code == 200
+    info = await admin.get("/info", headers=lower)
+    assert (info.status_code, info.json()) == (200, {})  # a token alone makes no queue
+
+
+@pytest.mark.parametrize(("method", "path", "answer"), ANSWERS)
+async def test_an_authorized_caller_gets_each_routes_answer(
+    secured: Runtime, admin: httpx.AsyncClient, method: str, path: str, answer: tuple[int, object]
+) -> None:
+    dead = await seed(secured)
+    response = await admin.request(method, path, headers=basic("bob", ACCOUNTS["bob"]))
+    assert answered(response) == expected(answer, dead)
 
 
 async def test_public_routes_stay_open(admin: httpx.AsyncClient) -> None:
-    assert (await admin.get("/version")).status_code == 200
+    version = await admin.get("/version")
+    assert (version.status_code, version.json()["version"]) == (200, __version__)
     assert (await admin.get("/pools")).json() == ["default"]
     assert (await admin.get("/ready")).json() == {"ready": True, "pools": {"default": "ok"}}
     # /metrics names every namespace and queue: it needs an account unless metrics_public (test_metrics).
     assert (await admin.get("/metrics")).status_code == 401
     # Wrong credentials on a public route are ignored, not refused.
-    assert (await admin.get("/version", headers=basic("alice", "wrong"))).status_code == 200
+    assert (await admin.get("/version", headers=basic("alice", "wrong"))).json() == version.json()
 
 
 async def test_the_data_plane_ignores_admin_accounts(secured: Runtime) -> None:
     async with client_for(create_data_app(secured)) as data:
-        assert (await data.get("/api/ns/q/size")).status_code == 200
+        response = await data.get("/api/ns/q/size")
+    assert (response.status_code, response.json()) == (200, {"namespace": "ns", "queue": "q", "size": 0})
 
 
-async def test_no_accounts_means_every_route_is_open(redis_url: str) -> None:
+@pytest.fixture
+async def open_runtime(redis_url: str) -> AsyncIterator[Runtime]:
     runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
     try:
-        async with client_for(create_admin_app(runtime)) as admin:
-            for method, path in PROTECTED:
-                assert (await admin.request(method, path)).status_code != 401, (method, path)
+        yield runtime
     finally:
         await runtime.stop()
+
+
+@pytest.mark.parametrize(("method", "path", "answer"), ANSWERS)
+async def test_no_accounts_means_every_route_answers_without_credentials(
+    open_runtime: Runtime, method: str, path: str, answer: tuple[int, object]
+) -> None:
+    dead = await seed(open_runtime)
+    async with client_for(create_admin_app(open_runtime)) as admin:
+        assert answered(await admin.request(method, path)) == expected(answer, dead)
 
 
 def test_credentials_parsing() -> None:
@@ -193,7 +285,7 @@ def test_exposure_warning_on_ipv6() -> None:
 
 def test_a_server_warns_at_start_when_the_admin_port_is_exposed(tmp_path: Path, redis_url: str) -> None:
     with running_server(tmp_path, redis_url, "--admin-host", "0.0.0.0") as exposed:
-        stderr = exposed.stderr.read_text()
+        stderr = exposed.stderr()
     assert "warning: the admin API listens on http://0.0.0.0:" in stderr
     with running_server(tmp_path, redis_url) as loopback:
-        assert "warning" not in loopback.stderr.read_text()
+        assert "warning" not in loopback.stderr()

@@ -2,9 +2,9 @@
 """Would an ASGI server with a C/Rust HTTP parser lift lmstfy-py's HTTP ceiling? Measure it.
 
 The same trivial ASGI app (200 `{"msg":"ok"}`) is served, one server after the other, by
-(a) hypercorn exactly as lmstfy-py serves (scripts/trivial_app.py: h11, uvloop, SO_REUSEPORT
+(a) hypercorn exactly as lmstfy-py serves (benchmarks/trivial_app.py: h11, uvloop, SO_REUSEPORT
 per worker), (b) uvicorn with uvloop + httptools and (c) granian (Rust, if installed), then
-loaded with bench.py's keep-alive getters (scripts/loadclient.py). Each round prints req/s,
+loaded with bench.py's keep-alive GETs (its trivial_loader, on benchmarks/loadclient.py). Each round prints req/s,
 p50/p99, the server's CPU (its whole process tree, from /proc) and req per server CPU-second;
 the summary gives medians and the median ratio to hypercorn within a round (the machine is
 shared: ratios within a round are steadier than absolute figures).
@@ -13,7 +13,7 @@ uvicorn and granian come from a scratch venv (`--python`), never from the projec
 
     python3 -m venv /tmp/cparser
     /tmp/cparser/bin/pip install 'uvicorn[standard]' granian starlette uvloop httptools
-    .venv/bin/python scripts/bench_http_servers.py --python /tmp/cparser/bin/python --workers 2
+    .venv/bin/python benchmarks/bench_http_servers.py --python /tmp/cparser/bin/python --workers 2
 
 This module is also the app uvicorn and granian import (from the scratch venv): only the
 standard library at the top; the load side imports bench.py (httpx ...) inside functions.
@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent
+# The load side's imports (benchmarks.bench, benchmarks.loadclient) resolve from the repo root.
+sys.path.insert(0, str(HERE.parent))
 SERVERS = ("hypercorn", "uvicorn", "granian")
 START_TIMEOUT = 20.0
 # Every worker up, not just the first to answer (uvicorn and granian spawn theirs one by one).
@@ -79,15 +81,15 @@ def starlette_app() -> Any:
 
 def server_argv(server: str, args: argparse.Namespace, port: int) -> list[str]:
     if server == "hypercorn":
-        script = str(SCRIPTS / "trivial_app.py")
+        script = str(HERE / "trivial_app.py")
         return [sys.executable, script, "--port", str(port), "--workers", str(args.workers), "--app", args.app]
     target = "bench_http_servers:raw_app" if args.app == "raw" else "bench_http_servers:starlette_app"
     factory = [] if args.app == "raw" else ["--factory"]
     common = ["--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
     if server == "uvicorn":
-        where = ["--app-dir", str(SCRIPTS), "--http", "httptools", "--no-access-log", "--log-level", "warning"]
+        where = ["--app-dir", str(HERE), "--http", "httptools", "--no-access-log", "--log-level", "warning"]
         return [args.python, "-m", "uvicorn", *common, *where, *factory, target]
-    where = ["--working-dir", str(SCRIPTS), "--interface", "asgi", "--no-access-log", "--log-level", "warning"]
+    where = ["--working-dir", str(HERE), "--interface", "asgi", "--no-access-log", "--log-level", "warning"]
     return [args.python, "-m", "granian", *common, *where, *factory, target]
 
 
@@ -142,13 +144,13 @@ class Sample:
 
 
 def tree_cpu(root: int) -> dict[int, float]:
-    from bench import cpu_seconds, descendants, parents
+    from benchmarks.bench import cpu_seconds, descendants, parents
 
     return {pid: cpu_seconds(pid) for pid in descendants(root, parents())}
 
 
 async def wait_answering(port: int, proc: subprocess.Popen[bytes]) -> None:
-    from loadclient import Connection
+    from benchmarks.loadclient import Connection
 
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -167,7 +169,7 @@ async def wait_answering(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 async def measure_server(server: str, args: argparse.Namespace) -> Sample:
-    import bench
+    from benchmarks import bench
 
     port = free_port()
     with running(server_argv(server, args, port)) as proc:
@@ -175,7 +177,7 @@ async def measure_server(server: str, args: argparse.Namespace) -> Sample:
         target = bench.Target(("127.0.0.1", port), "x", "x", args.clients, args.duration, 0)
         meter = bench.Meter(bench.Processes(proc.pid, None), None)
         before = tree_cpu(proc.pid)
-        getters = [bench.getter(target) for _ in range(args.clients)]
+        getters = [bench.trivial_loader(target, "GET", b"") for _ in range(args.clients)]
         try:
             result = await bench.measure(server, meter, getters, args.duration)
         except asyncio.CancelledError:

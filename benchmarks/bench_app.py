@@ -2,12 +2,12 @@
 """What lmstfy-py's own code costs per request, without any HTTP server: the data app's ASGI
 callable driven directly by concurrent callers (as hypercorn would call it), on a real Redis.
 
-Subtracted from the server CPU per request that scripts/bench.py measures, it splits a request
+Subtracted from the server CPU per request that benchmarks/bench.py measures, it splits a request
 between the HTTP server (hypercorn, h11, the event loop's socket work) and lmstfy-py (routing,
 token check, parameters, the Redis call, JSON, metrics). Figures are µs of CPU of this process
 per request, on uvloop, median of --rounds rounds.
 
-    .venv/bin/python scripts/bench_app.py --redis-url unix:///path/to/redis.sock
+    .venv/bin/python benchmarks/bench_app.py --redis-url unix:///path/to/redis.sock
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_data_app
 
 NS, QUEUE = "bench-app", "q"
-PAYLOAD = b"bench-job-payload-0123456789abcdef"  # scripts/bench.py's
+PAYLOAD = b"bench-job-payload-0123456789abcdef"  # benchmarks/bench.py's
 
 
 def cpu_seconds() -> float:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Load-test a RUNNING lmstfy-py server over loopback, next to ceilings measured in the same run.
 
-Terminal 1: `python3 scripts/dev.py serve --workers 2`; terminal 2: `.venv/bin/python scripts/bench.py`.
+Terminal 1: `python3 scripts/dev.py serve --workers 2`; terminal 2: `.venv/bin/python benchmarks/bench.py`.
 
 Each scenario runs `--duration` seconds with `--clients` keep-alive connections (one per task,
-scripts/loadclient.py: a client library's pool would serialize them) and prints one line:
+benchmarks/loadclient.py: a client library's pool would serialize them) and prints one line:
 requests/s, jobs/s, request latency p50/p99, and the CPU of the server (its process and every
 descendant, i.e. all workers) and of its Redis, read from /proc over the scenario's window.
 The bench creates a token in a fresh namespace (`bench-<time>`) and purges that namespace at
@@ -12,7 +12,7 @@ the end. Scenarios: publish, bulk, consume_ack, consume100, consume100_batch, pu
 docs/PERFORMANCE.md).
 
 Ceilings, same machine, same run:
-- `trivial`: scripts/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
+- `trivial`: benchmarks/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
   hypercorn settings, uvloop and `--workers`, under the same keep-alive GET load.
 - `trivial-put`: the same endpoint loaded with publish's own request (PUT, token in the query,
   the same 34-byte body) instead of a GET: a body costs the HTTP server work of its own, so
@@ -48,10 +48,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-from loadclient import Answer, Connection
+
+from benchmarks.loadclient import Answer, Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "consume100_batch", "pubsub", "timers"]
@@ -663,7 +664,7 @@ async def run_trivial(
     args: argparse.Namespace, workers: int, app: str, redis_url: str = "", method: str = "GET", body: bytes = b""
 ) -> Result:
     port = free_port()
-    argv = [sys.executable, str(ROOT / "scripts" / "trivial_app.py"), "--port", str(port), "--app", app]
+    argv = [sys.executable, str(ROOT / "benchmarks" / "trivial_app.py"), "--port", str(port), "--app", app]
     argv += ["--redis-url", redis_url] if redis_url else []
     proc = subprocess.Popen([*argv, "--workers", str(workers)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:

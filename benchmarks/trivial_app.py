@@ -16,7 +16,7 @@ one of a standalone pool): the ceiling of any route that makes one Redis call, w
 route does. `--app redis-py` makes the same call through redis-py's pooled client, what
 Sentinel and Cluster pools use (and standalone pools did before store/pipelined.py).
 
-    .venv/bin/python scripts/trivial_app.py --port 7790 --workers 2
+    .venv/bin/python benchmarks/trivial_app.py --port 7790 --workers 2
 """
 
 from __future__ import annotations

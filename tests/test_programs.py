@@ -1,0 +1,147 @@
+"""Every program in benchmarks/ and scripts/ runs: started as a user starts it, in a tiny configuration.
+
+What they print is checked for the lines a reader looks for, not for the figures: those are
+asserted by test_crash, test_timers and test_long_polls (through the same measuring code), and
+read by a human from a full run. A program run by another test is named in RUN_BY with it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_TIMEOUT = 90.0
+# Modules the programs import, not programs themselves.
+LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py"}
+# Every program, and the test that runs it.
+RUN_BY = {
+    "benchmarks/bench.py": "tests/test_bench.py::test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace",
+    "benchmarks/bench_app.py": "tests/test_programs.py::test_bench_app",
+    "benchmarks/bench_http_servers.py": "tests/test_programs.py::test_bench_http_servers",
+    "benchmarks/bench_longpolls.py": "tests/test_programs.py::test_bench_longpolls",
+    "benchmarks/bench_redis_client.py": "tests/test_programs.py::test_bench_redis_client",
+    "benchmarks/bench_timers.py": "tests/test_programs.py::test_bench_timers",
+    "benchmarks/crash_test.py": "tests/test_programs.py::test_crash_test",
+    "benchmarks/trivial_app.py": "tests/test_programs.py::test_trivial_app",
+    "scripts/dev.py": "tests/test_programs.py::test_dev_py",
+    "scripts/token-cli": "tests/test_token_cli.py::test_scripts_token_cli_runs_the_same_commands",
+}
+
+
+def run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / program), *args], capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=ROOT
+    )
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_every_program_is_run_by_a_test() -> None:
+    found = [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*")]
+    programs = {str(path.relative_to(ROOT)) for path in found if path.is_file()}
+    assert programs - LIBRARIES == set(RUN_BY)
+    for program, test in RUN_BY.items():
+        path, name = test.split("::")
+        assert f"def {name}(" in (ROOT / path).read_text(), f"{program}: {test} is gone"
+
+
+# -- benchmarks ------------------------------------------------------------------------------------
+
+
+def test_bench_app(redis_url: str) -> None:
+    out = ok(
+        run("benchmarks/bench_app.py", "--redis-url", redis_url, "--callers", "4", "--requests", "40", "--rounds", "1")
+    )
+    for route in ("publish", "GET size (no token check)", "404 (no route)"):
+        assert re.search(rf"{re.escape(route)} +[\d.]+ µs CPU per request", out), out
+
+
+def test_bench_redis_client(redis_url: str) -> None:
+    args = ["--redis-url", redis_url, "--callers", "4", "--commands", "40", "--rounds", "1"]
+    out = ok(run("benchmarks/bench_redis_client.py", *args))
+    for client in ("redis-py pooled client", "lmstfy-py pipelined"):
+        assert re.search(rf"{client} +[\d,]+ cmd/s +[\d.]+ µs CPU per command", out), out
+
+
+def test_bench_http_servers() -> None:
+    # uvicorn and granian come from a scratch venv (pip, from PyPI) that the suite does not build:
+    # with the project's interpreter as --python only hypercorn, the reference, is measured.
+    args = ["--python", sys.executable, "--rounds", "1", "--duration", "0.3", "--clients", "2", "--workers", "1"]
+    out = ok(run("benchmarks/bench_http_servers.py", *args))
+    assert re.search(r"^  hypercorn +[\d,]+ req/s ", out, re.MULTILINE), out
+    assert "medians" in out
+
+
+def test_bench_longpolls() -> None:
+    out = ok(run("benchmarks/bench_longpolls.py", "--waiters", "20", "--timeout", "10"))
+    assert "jobs delivered:       20 (20 distinct)" in out, out
+    assert "final stop exit code: 0" in out
+
+
+def test_bench_timers() -> None:
+    args = ["--jobs", "20", "--min-delay", "0.1", "--max-delay", "0.3", "--consumers", "4", "--publishers", "4"]
+    out = ok(run("benchmarks/bench_timers.py", *args, "--idle-jobs", "64", "--idle-seconds", "0.2"))
+    assert "precision: 20 of 20 jobs delivered (0 twice)" in out and "early: 0" in out, out
+    assert "idle: 64 future jobs: server " in out
+
+
+def test_crash_test() -> None:
+    out = ok(run("benchmarks/crash_test.py", "--kills", "1", "--interval", "0.3", "--drain-timeout", "20"))
+    assert "server starts:        2 (1 SIGKILLs)" in out, out
+    assert "missing:              0" in out
+
+
+@pytest.fixture
+def trivial_app(request: pytest.FixtureRequest, redis_url: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    app, workers = request.param
+    port = free_port()
+    args = ["--port", str(port), "--app", app, "--workers", str(workers), "--redis-url", redis_url]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks/trivial_app.py"), *args], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        yield port, proc
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# bench.py (test_bench) serves the raw and redis apps with one worker; these are the others.
+@pytest.mark.parametrize("trivial_app", [("starlette", 2), ("redis-py", 1)], indirect=True)
+def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]]) -> None:
+    port, proc = trivial_app
+
+    def answers() -> bool:
+        try:
+            return httpx.put(f"http://127.0.0.1:{port}/api/x/q", content=b"body").status_code == 200
+        except httpx.TransportError:
+            return proc.poll() is not None  # exited: stop waiting, the asserts below say why
+
+    assert wait_until(answers, 15) and proc.poll() is None
+    response = httpx.get(f"http://127.0.0.1:{port}/anything")
+    assert (response.status_code, response.json()) == (200, {"msg": "ok"})
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 0, stderr
+
+
+# -- scripts ---------------------------------------------------------------------------------------
+
+
+def test_dev_py() -> None:
+    usage = run("scripts/dev.py")
+    assert (usage.returncode, usage.stderr) == (1, "usage: python3 scripts/dev.py {serve|test|lint} [ARGS...]\n")
+    # With .venv in place (this suite runs from it) it execs the real command, which answers.
+    assert ok(run("scripts/dev.py", "serve", "--help")).startswith("Usage: lmstfy-py serve [OPTIONS]")

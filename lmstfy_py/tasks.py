@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
-from lmstfy_py.metrics.families import LOOP_RESTARTS
 from lmstfy_py.store.faults import outage_reason
 
 log = logging.getLogger(__name__)
@@ -122,6 +121,9 @@ def _backoff(failures: int, cap: float) -> float:
 
 
 def _count_restart(kind: str) -> None:
+    # Imported here: the metrics package imports the store, whose modules run Loops.
+    from lmstfy_py.metrics.families import LOOP_RESTARTS
+
     try:
         LOOP_RESTARTS.labels(kind).inc()
     except Exception:  # a full disk under the metrics directory must not end the loop it counts

@@ -92,7 +92,7 @@ class MethodRouter:
     """Tries only the routes of the request's method, in their declared order.
 
     Starlette's router tries every route in turn (a publish was matched against 13 patterns).
-    Whatever no route of its method takes (404, 405, redirects) and lifespan events go to
+    Whatever no route of its method takes (404, 405) and lifespan events go to
     Starlette's router, which answers them as before.
     """
 
@@ -130,6 +130,10 @@ def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Mid
     answers carry a request id, are logged and are counted.
     """
     app = _App(routes=list(routes), middleware=[Middleware(RequestMiddleware), *inner])
+    # Starlette would answer a path that matches once a trailing slash is added or removed
+    # (`/api/ns/q,%2F`) with a 307 to a URL built from the client's Host header: an open redirect.
+    # lmstfy's routes have one spelling each; any other is 404 "api not found".
+    app.router.redirect_slashes = False
     app.state.runtime = runtime
     return app
 

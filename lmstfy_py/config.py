@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 UINT32_MAX = 2**32 - 1
 UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600
+MAX_BODY_TIMEOUT = 3600
 NAME_RE = re.compile(r"[-_A-Za-z0-9]+")
 DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
@@ -63,6 +64,8 @@ class ServerConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     data_dir: str = "./lmstfy-data"
     access_log: bool = False
+    # Seconds a request's whole body may take to arrive, counted from its head (408 after).
+    body_timeout: int = 30
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,7 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         workers=reader.integer("workers", base.workers, 1, 256),
         data_dir=reader.required_string("data_dir", base.data_dir),
         access_log=reader.boolean("access_log", base.access_log),
+        body_timeout=reader.integer("body_timeout", base.body_timeout, 1, MAX_BODY_TIMEOUT),
     )
     reader.finish()
     if server.port == server.admin_port:

@@ -1,20 +1,35 @@
 """How connections end, on real `lmstfy-py serve` processes, seen through raw sockets.
 
 A client library would hide what is tested here (it follows redirects, reconnects, reads ahead,
-drops a `Connection` header): no redirect for any spelling of a path.
+drops a `Connection` header): the body deadline (408), a refused body (413) closing its
+connection without the server reading the rest, and no redirect for any spelling of a path.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import select
+import signal
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.redis_procs import free_port
-from tests.test_e2e import NS, Server, create_token
+from tests.test_e2e import NS, QUEUE, Server, create_token, make_server
+
+__all__ = ["make_server"]  # the fixture, shared with test_e2e
+
+BODY_TIMEOUT_S = 2  # configured below; the default is 30
+# What a deadline may be late by on a loaded 2-core machine: a scheduling margin, not a tolerance for slowness.
+LATE_S = 1.0
+MIB = 1 << 20
+STOP_WITHIN_S = 2.0  # "promptly": well under the 5 s graceful timeout
 
 
 @dataclass
@@ -52,13 +67,32 @@ def read_answer(sock: socket.socket, timeout: float = 5.0) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """True if the server closes `sock` (an orderly FIN, nothing more to read) within `within` seconds."""
+    sock.settimeout(within)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+def publish_works(server: Server, token: str) -> bool:
+    response = httpx.put(f"{server.data_url}/api/{NS}/{QUEUE}", params={"token": token}, content=b"ok", timeout=5)
+    return response.status_code == 201
+
+
+def write_config(path: Path) -> Path:
+    path.write_text(f"[server]\nbody_timeout = {BODY_TIMEOUT_S}\n")
+    return path
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server for the tests that leave it running."""
+    """One server with short deadlines for the tests that leave it running."""
     tmp_path = tmp_path_factory.mktemp("hardening")
     started = Server(tmp_path, tmp_path / "data", free_port(), free_port())
     try:
-        started.start()
+        started.start("--config", str(write_config(tmp_path / "lmstfy.toml")))
         yield started
     finally:
         started.cleanup()
@@ -67,6 +101,153 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 @pytest.fixture(scope="module")
 def token(server: Server) -> str:
     return create_token(server)
+
+
+# -- the body deadline --------------------------------------------------------------------
+
+
+def publish_head(token: str, length: int) -> bytes:
+    return head("PUT", f"/api/{NS}/{QUEUE}?token={token}", f"Content-Length: {length}")
+
+
+def token_head(length: int) -> bytes:
+    return head("POST", f"/token/{NS}", "Content-Type: application/x-www-form-urlencoded", f"Content-Length: {length}")
+
+
+def trickle_until_answered(sock: socket.socket, limit_s: float) -> float:
+    """Sends one body byte a second (half a second off the deadline's beat) until the server
+    answers; the seconds from the head to the answer."""
+    started = time.monotonic()
+    next_byte = started + 0.5
+    while time.monotonic() - started < limit_s:
+        readable, _, _ = select.select([sock], [], [], max(0.0, next_byte - time.monotonic()))
+        if readable:
+            return time.monotonic() - started
+        sock.sendall(b"x")
+        next_byte += 1.0
+    pytest.fail(f"no answer within {limit_s}s to a body sent at 1 byte/s")
+
+
+@pytest.mark.parametrize("port_kind", ["data", "admin"])
+def test_a_body_sent_at_one_byte_a_second_is_cut_off_at_the_deadline(
+    server: Server, token: str, port_kind: str
+) -> None:
+    port = server.port if port_kind == "data" else server.admin_port
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(publish_head(token, 100) if port_kind == "data" else token_head(100))
+        answered_after = trickle_until_answered(sock, BODY_TIMEOUT_S + 10)
+        answer = read_answer(sock)
+        assert (answer.status, answer.json()) == (408, {"error": "body not received in time"})
+        assert answer.headers["connection"] == "close"
+        assert "x-request-id" in answer.headers  # rendered like every other error
+        assert BODY_TIMEOUT_S - 0.1 <= answered_after <= BODY_TIMEOUT_S + LATE_S
+        assert closed_by_server(sock, LATE_S)
+    assert publish_works(server, token)
+
+
+async def test_two_hundred_slow_bodies_at_once_are_all_cut_off(server: Server, token: str) -> None:
+    async def slow_client() -> tuple[int, str, bytes, float]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        started = time.monotonic()
+        writer.write(publish_head(token, 1000))
+
+        async def trickle() -> None:
+            await asyncio.sleep(0.5)
+            while True:
+                writer.write(b"x")
+                await asyncio.sleep(1.0)
+
+        trickling = asyncio.create_task(trickle())
+        try:
+            status_line = await asyncio.wait_for(reader.readline(), BODY_TIMEOUT_S + 10)
+            answered_after = time.monotonic() - started
+            answer_head = await reader.readuntil(b"\r\n\r\n")
+        finally:
+            trickling.cancel()
+        rest = await asyncio.wait_for(reader.read(), LATE_S)  # the body, then EOF
+        writer.close()
+        connection = "close" if b"\r\nconnection: close\r\n" in b"\r\n" + answer_head.lower() else "keep-alive"
+        return int(status_line.split()[1]), connection, rest, answered_after
+
+    results = await asyncio.gather(*(slow_client() for _ in range(200)))
+    assert {(status, connection, rest) for status, connection, rest, _ in results} == {
+        (408, "close", b'{"error":"body not received in time"}')
+    }
+    # Connections were opened over a moment: each one's deadline counts from its own head.
+    assert max(answered_after for *_, answered_after in results) <= BODY_TIMEOUT_S + LATE_S
+    assert publish_works(server, token)
+
+
+# -- refused bodies: 413 ----------------------------------------------------------------------
+
+
+def test_a_declared_100_mb_body_is_refused_at_once_and_the_connection_closed(server: Server, token: str) -> None:
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        started = time.monotonic()
+        sock.sendall(publish_head(token, 100_000_000) + b"x" * 1024)  # all the client ever sends
+        answer = read_answer(sock)
+        answered_in = time.monotonic() - started
+        assert (answer.status, answer.json()) == (413, {"error": "body too large"})
+        assert answer.headers["connection"] == "close"
+        assert answered_in < 1.0  # without waiting for the other 99.99 MB
+        assert closed_by_server(sock, LATE_S)
+    assert publish_works(server, token)  # the next connection works
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def test_a_chunked_body_passing_1_mib_is_refused_and_the_connection_closed(server: Server, token: str) -> None:
+    piece = b"x" * 65536
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head("PUT", f"/api/{NS}/{QUEUE}?token={token}", "Transfer-Encoding: chunked"))
+        for _ in range(MIB // len(piece)):
+            sock.sendall(chunk(piece))
+        sock.sendall(chunk(b"x"))  # one byte past the limit, and no end: the server must not wait for one
+        answer = read_answer(sock)
+        assert (answer.status, answer.json()) == (413, {"error": "body too large"})
+        assert answer.headers["connection"] == "close"
+        assert closed_by_server(sock, LATE_S)
+    assert publish_works(server, token)
+
+
+def test_a_chunked_body_of_exactly_1_mib_is_published(server: Server, token: str) -> None:
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head("PUT", f"/api/{NS}/{QUEUE}?token={token}", "Transfer-Encoding: chunked"))
+        sock.sendall(chunk(b"x" * (MIB // 2)) + chunk(b"y" * (MIB // 2)) + b"0\r\n\r\n")
+        answer = read_answer(sock)
+        assert answer.status == 201, answer.body
+        assert answer.headers.get("connection") != "close"
+        sock.sendall(head("GET", f"/api/{NS}/{QUEUE}/size"))  # the same connection carries the next request
+        assert read_answer(sock).status == 200
+
+
+def test_sigterm_after_a_413_stops_at_once_without_a_traceback(make_server: Callable[[], Server]) -> None:
+    server = make_server().start()
+    token = create_token(server)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(publish_head(token, 100_000_000))
+        # Keep sending, as an upload does, until the server answers: its read buffers fill.
+        sock.setblocking(False)
+        sent, piece = 0, b"x" * 65536
+        deadline = time.monotonic() + 5
+        while not select.select([sock], [], [], 0)[0] and time.monotonic() < deadline:
+            try:
+                sent += sock.send(piece)
+            except BlockingIOError:
+                time.sleep(0.01)
+        sock.setblocking(True)
+        answer = read_answer(sock)
+        assert answer.status == 413
+        assert sent < 100_000_000
+        started = time.monotonic()
+        server.signal(signal.SIGTERM)  # the client still holds its socket open
+        assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
+        stopped_in = time.monotonic() - started
+    assert stopped_in < STOP_WITHIN_S
+    assert "Traceback" not in server.stderr()
+    assert "cut off" not in server.stderr()
 
 
 # -- no redirects --------------------------------------------------------------------------------

@@ -114,9 +114,10 @@ def test_example_file_parses_with_and_without_its_commented_settings(tmp_path: P
     assert config.accounts == {"admin": "change-me"}
 
 
-def test_body_timeout(tmp_path: Path) -> None:
-    assert ServerConfig().body_timeout == 30
-    assert load_config(write(tmp_path, "[server]\nbody_timeout = 2\n")).server.body_timeout == 2
+def test_connection_timeouts(tmp_path: Path) -> None:
+    assert (ServerConfig().body_timeout, ServerConfig().keep_alive_timeout) == (30, 5)
+    server = load_config(write(tmp_path, "[server]\nbody_timeout = 2\nkeep_alive_timeout = 75\n")).server
+    assert (server.body_timeout, server.keep_alive_timeout) == (2, 75)
 
 
 def test_with_embedded_makes_the_default_pool() -> None:
@@ -143,6 +144,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server]\nadmin_port = 7777\n", "[server] admin_port: must differ from port (7777)"),
         ("[server]\nbody_timeout = 0\n", "[server] body_timeout: must be between 1 and 3600, got 0"),
         ("[server]\nbody_timeout = 2.5\n", "[server] body_timeout: expected an integer, got a float"),
+        ("[server]\nkeep_alive_timeout = 3601\n", "[server] keep_alive_timeout: must be between 1 and 3600, got 3601"),
         ("[defaults]\ntries = 0\n", "[defaults] tries: must be between 1 and 65535, got 0"),
         ("[defaults]\nttr = 0\n", "[defaults] ttr: must be between 1 and 4294967295, got 0"),
         ("[defaults]\nttl = 4294967296\n", "[defaults] ttl: must be between 0 and 4294967295, got 4294967296"),

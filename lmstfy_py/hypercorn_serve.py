@@ -151,13 +151,10 @@ class _Connection(TCPServer):
         await super().protocol_send(event)
 
     async def _read_data(self) -> None:
-        # TCPServer's loop, but it stops at `_closing`, and times reads with asyncio.timeout,
-        # which runs the read in this task: bytes taken from the reader are handled before any
-        # other task runs (wait_for's separate task left them in limbo for a turn).
+        # TCPServer's loop, but bytes read once an idle close was decided are not handled.
         while not self.reader.at_eof() and not self._closing:
             try:
-                async with asyncio.timeout(self.config.read_timeout):
-                    data = await self.reader.read(MAX_RECV)
+                data = await asyncio.wait_for(self.reader.read(MAX_RECV), self.config.read_timeout)
             except OSError:  # ConnectionError, TimeoutError and SSLError are OSErrors too
                 break
             if self._closing:

@@ -16,6 +16,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -316,6 +317,12 @@ def test_a_connection_waiting_for_a_request_is_closed_after_the_keep_alive_timeo
 # -- SIGTERM -----------------------------------------------------------------------------------
 
 
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="a listening socket per worker (SO_REUSEPORT), TCP_INFO: Linux"
+)
+
+
+@LINUX_ONLY
 def test_a_stopping_server_refuses_new_connections_at_once(make_server: Callable[[], Server], tmp_path: Path) -> None:
     server = make_server().start("--workers", "2", "--config", str(write_config(tmp_path / "lmstfy.toml")))
     token = create_token(server)
@@ -332,6 +339,7 @@ def test_a_stopping_server_refuses_new_connections_at_once(make_server: Callable
     assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
 
 
+@LINUX_ONLY
 def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_server: Callable[[], Server]) -> None:
     server = make_server().start("--workers", "1")
     token = create_token(server)

@@ -3,9 +3,10 @@
 
 Every request gets 200 `{"msg":"ok"}`, once its body (if any) is read. The serving stack is
 lmstfy_py.server's own: the same listening sockets (lmstfy_py.listeners: one per worker on
-Linux, backlog, TCP_NODELAY), the same hypercorn settings (`hypercorn_config`: access log off,
-graceful timeout), the same event loop (uvloop when installed), the same GC tuning, and
-`--workers` processes forked after the address is reserved.
+Linux, backlog, TCP_NODELAY), the same serve loop (lmstfy_py/hypercorn_serve.py) and hypercorn
+settings (`hypercorn_config`: access log off, graceful timeout, keep-alive timeout), the same
+event loop (uvloop when installed), the same GC tuning, and `--workers` processes forked after
+the address is reserved.
 So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
@@ -34,15 +35,14 @@ from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lmstfy_py import listeners, server
-from lmstfy_py.config import PoolConfig
+from lmstfy_py import hypercorn_serve, listeners, server
+from lmstfy_py.config import PoolConfig, ServerConfig
 from lmstfy_py.store import pools
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.store.scripts import Script
@@ -96,7 +96,7 @@ async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server._tune_gc()  # same collector settings as a lmstfy-py worker
-    await hypercorn_serve(app, server.hypercorn_config(sock), shutdown_trigger=stop.wait)
+    await hypercorn_serve.serve(app, server.hypercorn_config(ServerConfig()), sock, stop)
 
 
 def app_of(kind: str, redis_url: str) -> ASGIFramework:

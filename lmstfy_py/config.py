@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 UINT32_MAX = 2**32 - 1
 UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600
+MAX_CONNECTION_TIMEOUT = 3600  # seconds: body_timeout and keep_alive_timeout
 NAME_RE = re.compile(r"[-_A-Za-z0-9]+")
 DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
@@ -63,6 +64,10 @@ class ServerConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     data_dir: str = "./lmstfy-data"
     access_log: bool = False
+    # Seconds a request's whole body may take to arrive, counted from its head (408 after).
+    body_timeout: int = 30
+    # Seconds a connection may wait for a request's head: idle keep-alive time, and a slow head.
+    keep_alive_timeout: int = 5
 
 
 @dataclass(frozen=True)
@@ -265,6 +270,8 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         workers=reader.integer("workers", base.workers, 1, 256),
         data_dir=reader.required_string("data_dir", base.data_dir),
         access_log=reader.boolean("access_log", base.access_log),
+        body_timeout=reader.integer("body_timeout", base.body_timeout, 1, MAX_CONNECTION_TIMEOUT),
+        keep_alive_timeout=reader.integer("keep_alive_timeout", base.keep_alive_timeout, 1, MAX_CONNECTION_TIMEOUT),
     )
     reader.finish()
     if server.port == server.admin_port:

@@ -31,6 +31,12 @@ class BodyTooLarge(LmstfyError):
     status = 413
 
 
+class BodyTimeout(LmstfyError):
+    """The request body did not arrive within the server's body deadline."""
+
+    status = 408
+
+
 class Unauthorized(LmstfyError):
     status = 401
 

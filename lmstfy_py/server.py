@@ -1,8 +1,9 @@
 """Run the server: both apps in one event loop per process, and `--workers N` processes.
 
 One process (`run_worker`) runs the data app and the admin app as two hypercorn servers in one
-event loop around one Runtime, and stops gracefully on SIGTERM or SIGINT: stop accepting, let
-in-flight requests finish (up to GRACEFUL_TIMEOUT), then stop the runtime.
+event loop around one Runtime (hypercorn_serve.py), and stops gracefully on SIGTERM or SIGINT:
+answer waiting long-polls, stop accepting, answer every request that has arrived, each with
+`Connection: close` (up to GRACEFUL_TIMEOUT), then stop the runtime.
 
 With several workers (`run` with workers > 1) this process reserves the addresses, forks the
 workers before any event loop exists (each listens on its own socket, see listeners.py), and
@@ -31,13 +32,12 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import cast
 
-from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
 
-from lmstfy_py import __version__, metrics
-from lmstfy_py.config import Config
+from lmstfy_py import __version__, hypercorn_serve, metrics
+from lmstfy_py.config import Config, ServerConfig
 from lmstfy_py.listeners import BACKLOG, Listeners, url_of
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
@@ -81,12 +81,13 @@ def exposure_warning(config: Config, listeners: Listeners) -> str | None:
 # -- one server process ------------------------------------------------------------------
 
 
-def hypercorn_config(sock: socket.socket) -> HypercornConfig:
+def hypercorn_config(server: ServerConfig) -> HypercornConfig:
+    """One server's config: hypercorn_serve.serve changes it when the server stops."""
     config = HypercornConfig()
-    # hypercorn takes ownership of an fd:// socket and closes it when done: give it a copy.
-    config.bind = [f"fd://{os.dup(sock.fileno())}"]
     config.backlog = BACKLOG
     config.graceful_timeout = GRACEFUL_TIMEOUT
+    # Also the time a request's head may take; the body's is RequestBodyMiddleware's body_timeout.
+    config.keep_alive_timeout = server.keep_alive_timeout
     # Ours (web/accesslog.py) is switched at run time by POST /accesslog: hypercorn's stays off for good.
     config.accesslog = None
     # A Logger is used as is: its "Running on ..." INFO lines would repeat our start-up line.
@@ -134,7 +135,7 @@ def _start_server(
 ) -> asyncio.Task[None]:
     # Starlette's ASGI types and hypercorn's are equivalent but spelled differently.
     framework = cast(ASGIFramework, app)
-    run = hypercorn_serve(framework, hypercorn_config(sock), shutdown_trigger=shutdown.wait)
+    run = hypercorn_serve.serve(framework, hypercorn_config(config.server), sock, shutdown)
     return asyncio.create_task(run, name=name)
 
 

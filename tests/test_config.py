@@ -114,6 +114,12 @@ def test_example_file_parses_with_and_without_its_commented_settings(tmp_path: P
     assert config.accounts == {"admin": "change-me"}
 
 
+def test_connection_timeouts(tmp_path: Path) -> None:
+    assert (ServerConfig().body_timeout, ServerConfig().keep_alive_timeout) == (30, 5)
+    server = load_config(write(tmp_path, "[server]\nbody_timeout = 2\nkeep_alive_timeout = 75\n")).server
+    assert (server.body_timeout, server.keep_alive_timeout) == (2, 75)
+
+
 def test_with_embedded_makes_the_default_pool() -> None:
     config = Config().with_embedded("unix:///tmp/x/redis.sock")
     assert config.pools == {"default": PoolConfig("default", url="unix:///tmp/x/redis.sock")}
@@ -136,6 +142,9 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server]\naccess_log = 1\n", "[server] access_log: expected true or false, got an integer"),
         ('[server]\nhost = ""\n', "[server] host: must not be empty"),
         ("[server]\nadmin_port = 7777\n", "[server] admin_port: must differ from port (7777)"),
+        ("[server]\nbody_timeout = 0\n", "[server] body_timeout: must be between 1 and 3600, got 0"),
+        ("[server]\nbody_timeout = 2.5\n", "[server] body_timeout: expected an integer, got a float"),
+        ("[server]\nkeep_alive_timeout = 3601\n", "[server] keep_alive_timeout: must be between 1 and 3600, got 3601"),
         ("[defaults]\ntries = 0\n", "[defaults] tries: must be between 1 and 65535, got 0"),
         ("[defaults]\nttr = 0\n", "[defaults] ttr: must be between 1 and 4294967295, got 0"),
         ("[defaults]\nttl = 4294967296\n", "[defaults] ttl: must be between 0 and 4294967295, got 4294967296"),

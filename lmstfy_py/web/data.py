@@ -278,6 +278,6 @@ ROUTES = [
 
 
 def create_data_app(runtime: Runtime) -> Starlette:
-    app = build_app(runtime, ROUTES)
+    app = build_app(runtime, ROUTES, body_timeout=runtime.config.server.body_timeout)
     app.state.name = "data"  # the `app` label of its metrics (web/instrument.py)
     return app

@@ -2,10 +2,11 @@
 contextvars and long-polls), the error handling of errors.py, and one-method routes.
 
 Every layer between hypercorn and a handler costs every request a call and often a wrapped
-`send`, so the stack is Starlette's parts without its extras: `RequestMiddleware` outermost
-(it answers every exception, which makes Starlette's ServerErrorMiddleware and
-ExceptionMiddleware redundant), a router that tries only the routes of the request's method,
-and endpoints called without Starlette's per-request exception wrapper.
+`send`, so the stack is Starlette's parts without its extras: `RequestMiddleware` (it answers
+every exception, which makes Starlette's ServerErrorMiddleware and ExceptionMiddleware
+redundant) inside only the body deadline of request_body.py (which requests without a body
+skip), a router that tries only the routes of the request's method, and endpoints called
+without Starlette's per-request exception wrapper.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lmstfy_py.config import ServerConfig
 from lmstfy_py.web import accesslog, instrument
 from lmstfy_py.web.errors import as_lmstfy_error, render
+from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -45,7 +48,7 @@ def request_id(incoming: str | None) -> str:
 
 
 class RequestMiddleware:
-    """The one wrapper every request passes through, outermost.
+    """The one wrapper every request passes through, outermost but for the body deadline.
 
     It gives every response an X-Request-ID (the caller's, if sane, else 128 fresh random bits
     in hex; also left in `request.state.request_id` for logs), answers any exception a handler raises
@@ -92,7 +95,7 @@ class MethodRouter:
     """Tries only the routes of the request's method, in their declared order.
 
     Starlette's router tries every route in turn (a publish was matched against 13 patterns).
-    Whatever no route of its method takes (404, 405, redirects) and lifespan events go to
+    Whatever no route of its method takes (404, 405) and lifespan events go to
     Starlette's router, which answers them as before.
     """
 
@@ -123,13 +126,24 @@ class _App(Starlette):
         return app
 
 
-def build_app(runtime: Runtime, routes: Sequence[BaseRoute], inner: Sequence[Middleware] = ()) -> Starlette:
+def build_app(
+    runtime: Runtime,
+    routes: Sequence[BaseRoute],
+    inner: Sequence[Middleware] = (),
+    body_timeout: float = ServerConfig.body_timeout,
+) -> Starlette:
     """An app with the stack both ports share; the runtime lives on app.state, not in a global.
 
+    Outermost is the request body's deadline (request_body.py), then RequestMiddleware.
     `inner` middleware runs inside the shared stack, so its errors are rendered and its
     answers carry a request id, are logged and are counted.
     """
-    app = _App(routes=list(routes), middleware=[Middleware(RequestMiddleware), *inner])
+    stack = [Middleware(RequestBodyMiddleware, timeout=body_timeout), Middleware(RequestMiddleware), *inner]
+    app = _App(routes=list(routes), middleware=stack)
+    # Starlette would answer a path that matches once a trailing slash is added or removed
+    # (`/api/ns/q,%2F`) with a 307 to a URL built from the client's Host header: an open redirect.
+    # lmstfy's routes have one spelling each; any other is 404 "api not found".
+    app.router.redirect_slashes = False
     app.state.runtime = runtime
     return app
 

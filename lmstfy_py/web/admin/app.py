@@ -80,7 +80,9 @@ ROUTES = [
 
 
 def create_admin_app(runtime: Runtime) -> Starlette:
-    app = build_app(runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)])
+    app = build_app(
+        runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)], body_timeout=runtime.config.server.body_timeout
+    )
     app.state.build_info = _build_info()
     app.state.name = "admin"  # the `app` label of its metrics (web/instrument.py)
     return app

@@ -1,0 +1,192 @@
+"""hypercorn's serve loop for one listening socket, adapted so that no request is lost when a
+connection ends: at a graceful stop, and when a keep-alive connection times out.
+
+hypercorn 0.18 (asyncio/run.py `worker_serve`, asyncio/tcp_server.py `TCPServer`) closes an idle
+keep-alive connection when its keep_alive_timeout passes, and at once when the server stops. Both
+closes race with a request arriving on the connection, and hypercorn loses such requests:
+
+- The read loop goes on handling bytes it reads after the close began, and on Python 3.11
+  `asyncio.wait_for` can swallow the cancel that a request's arrival sends to the idle timer
+  (gh-86296), so the close goes ahead while the request runs. Either way the request is carried
+  out (a publish stores its job) and its answer is written to a closed socket: measured, up to 35
+  jobs stored but unanswered in one stop of 64 keep-alive publishers.
+- At a stop, an idle connection is closed even when a request's bytes have arrived and wait to be
+  read: the client gets a reset for a request sent before the stop.
+
+And a request that is being served when the server stops gets its answer, then hypercorn closes
+the connection without saying `Connection: close` in the answer, so the client sends its next
+request into a closing socket.
+
+`serve` is worker_serve's loop (listen, hand each connection to a TCPServer, stop gracefully)
+without lifespan events, which our apps do not use (server.py starts and stops the Runtime),
+and with `_Connection`, a TCPServer that closes an idle connection only when no request has
+arrived, and that handles nothing it reads once it decided to close. Its stop:
+
+1. every answer from then on says `Connection: close` and ends its connection (hypercorn's own
+   way of ending a connection at keep_alive_max_requests, with the maximum set to 0);
+2. the connections the kernel has already queued are accepted, then the listening socket is
+   closed: new connections are refused at once, instead of waiting in a queue nobody reads
+   (hypercorn closed only its copy of the socket, ours stayed open until the process exited);
+3. idle connections close, once the requests whose bytes have already arrived are read (then
+   they are served like the others); busy ones close after their answer;
+4. connections still open after graceful_timeout are cut off (logged, no traceback).
+
+This module leans on TCPServer's internals (`_read_data`, `_idle_timeout`, `protocol_send`),
+which is why it is one module, tested end to end (tests/test_http_hardening.py).
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import fcntl
+import logging
+import socket
+import struct
+import termios
+
+from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
+from hypercorn.asyncio.worker_context import WorkerContext
+from hypercorn.config import Config
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.typing import AppWrapper, ASGIFramework, LifespanState
+from hypercorn.utils import wrap_app
+
+log = logging.getLogger(__name__)
+
+# How often the stop looks again for connections queued, and an idle connection that is closing for
+# the bytes of a request that has arrived; and for how long at most (each is taken at the next turn).
+_POLL_S = 0.005
+_QUEUED_WAIT_S = 0.5
+_UNREAD_WAIT_S = 1.0
+# struct tcp_info: 8 one-byte fields, then u32 rto, ato, snd_mss, rcv_mss, unacked.
+_TCPI_UNACKED_END = 28
+
+
+async def serve(app: ASGIFramework, config: Config, sock: socket.socket, shutdown: asyncio.Event) -> None:
+    """Serve `app` on the listening `sock` until `shutdown` is set, then stop as the docstring says."""
+    loop = asyncio.get_running_loop()
+    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
+    context = WorkerContext(None)
+    connections: set[asyncio.Task[None]] = set()
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections.add(task)
+        task.add_done_callback(connections.discard)
+        # Cancelled only when cut off at the graceful timeout, which serve logs: ending quietly
+        # spares asyncio's stream callback a traceback per connection.
+        with contextlib.suppress(asyncio.CancelledError):
+            await _Connection(wrapped, loop, config, context, {}, reader, writer).run()
+
+    # The server owns `sock` from here: closing it at the stop is what refuses new connections.
+    server = await asyncio.start_server(on_connection, sock=sock, backlog=config.backlog)
+    try:
+        await shutdown.wait()
+    finally:
+        config.keep_alive_max_requests = 0
+        await _accept_queued(sock)
+        server.close()
+        await context.terminated.set()
+        await _wait_for(connections, config.graceful_timeout)
+
+
+async def _accept_queued(sock: socket.socket) -> None:
+    """Lets the server accept the connections the kernel has already queued on `sock`: their
+    requests may have arrived before the stop, and closing `sock` would reset them."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _QUEUED_WAIT_S
+    while _queued_connections(sock) and loop.time() < deadline:
+        await asyncio.sleep(_POLL_S)
+
+
+def _queued_connections(sock: socket.socket) -> int:
+    """How many connections wait in `sock`'s accept queue (Linux's TCP_INFO; elsewhere 0)."""
+    tcp_info = getattr(socket, "TCP_INFO", None)
+    if tcp_info is None:
+        return 0
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, _TCPI_UNACKED_END)
+    except OSError:
+        return 0
+    # For a listening socket Linux reports its accept queue's length in tcpi_unacked.
+    queued: int = struct.unpack_from("I", info, _TCPI_UNACKED_END - 4)[0]
+    return queued
+
+
+async def _wait_for(connections: set[asyncio.Task[None]], timeout: float) -> None:
+    if not connections:
+        return
+    _, pending = await asyncio.wait(set(connections), timeout=timeout)
+    if pending:
+        log.warning("%d connection(s) still busy after %gs: cut off", len(pending), timeout)
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending)
+
+
+class _Connection(TCPServer):
+    """One client connection: hypercorn's, but an idle close never drops a request that arrived."""
+
+    def __init__(
+        self,
+        app: AppWrapper,
+        loop: asyncio.AbstractEventLoop,
+        config: Config,
+        context: WorkerContext,
+        state: LifespanState,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        super().__init__(app, loop, config, context, state, reader, writer)
+        self._serving = False  # from a request's head to the end of its answer
+        self._closing = False  # set when an idle close is decided: nothing read after it is handled
+
+    async def protocol_send(self, event: Event) -> None:
+        # h11 says "not idle" as soon as a request's head is parsed, before the app is started.
+        if isinstance(event, Updated):
+            self._serving = not event.idle
+        await super().protocol_send(event)
+
+    async def _read_data(self) -> None:
+        # TCPServer's loop, but bytes read once an idle close was decided are not handled.
+        while not self.reader.at_eof() and not self._closing:
+            try:
+                data = await asyncio.wait_for(self.reader.read(MAX_RECV), self.config.read_timeout)
+            except OSError:  # ConnectionError, TimeoutError and SSLError are OSErrors too
+                break
+            if self._closing:
+                break
+            await self.protocol.handle(RawData(data))
+        await self.protocol.handle(Closed())
+
+    async def _idle_timeout(self) -> None:
+        # Cancelled (by TCPServer.protocol_send) when a request's head arrives.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.config.keep_alive_timeout):
+                await self.context.terminated.wait()
+        # One turn first: a read loop woken in the same turn as this task handles its bytes.
+        await asyncio.sleep(0)
+        deadline = asyncio.get_running_loop().time() + _UNREAD_WAIT_S
+        while self._unread_bytes() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_POLL_S)
+        # A request's arrival cancels this task; never closing under a request must not rest on
+        # that cancel alone (hypercorn's wait_for lost it).
+        if self._serving:
+            return
+        self._closing = True
+        await self._initiate_server_close()
+
+    def _unread_bytes(self) -> int:
+        """Bytes the kernel holds for this connection that the read loop has not taken yet."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is None:
+            return 0
+        count = array.array("i", [0])
+        try:
+            fcntl.ioctl(sock.fileno(), termios.FIONREAD, count)
+        except OSError:  # closed meanwhile
+            return 0
+        return count[0]

@@ -15,7 +15,6 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +27,8 @@ import redis
 
 from lmstfy_py.store import keys
 from tests.redis_procs import free_port
-from tests.test_e2e import NS, QUEUE, Server, create_token, make_server, serve_command
+from tests.servers import NS, QUEUE, Server, create_token
+from tests.test_e2e import make_server
 
 __all__ = ["make_server"]  # the fixture, shared with test_e2e
 
@@ -364,26 +364,6 @@ def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_s
 # -- SIGTERM under load ------------------------------------------------------------------------
 
 
-class ExternalRedisServer(Server):
-    """A server on the test Redis (--redis-url), which outlives it and can be inspected after."""
-
-    def __init__(self, tmp_path: Path, redis_url: str) -> None:
-        super().__init__(tmp_path, tmp_path / "unused-data", free_port(), free_port())
-        self.redis_url = redis_url
-
-    def start(self, *args: str) -> Server:
-        ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
-        with open(self.stderr_path, "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [*serve_command(), *ports, "--redis-url", self.redis_url, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
-        self._wait_ready()
-        return self
-
-
 @dataclass
 class Sent:
     job: bytes
@@ -402,7 +382,7 @@ class Publisher:
 
 
 class SigtermRace:
-    def __init__(self, server: ExternalRedisServer, token: str) -> None:
+    def __init__(self, server: Server, token: str) -> None:
         self.server = server
         self.token = token
         self.sigterm_sent = False
@@ -456,7 +436,8 @@ def stored_job_ids(redis_url: str) -> list[str]:
 
 @pytest.mark.parametrize("run", range(3))
 async def test_sigterm_under_load_answers_every_request_that_arrived(tmp_path: Path, redis_url: str, run: int) -> None:
-    server = ExternalRedisServer(tmp_path, redis_url).start("--workers", "2")
+    # On the test Redis (--redis-url), which outlives the server and can be inspected after.
+    server = Server(tmp_path, redis_url=redis_url).start("--workers", "2")
     try:
         token = create_token(server)
         publishers = await SigtermRace(server, token).run(load_s=1.0)

@@ -33,8 +33,11 @@ DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
 URL_SCHEMES = ("redis", "rediss", "unix")
 COMMAND_LINE = "command line"
+# The embedded Redis's appendfsync: "no" (the kernel writes back when it likes) is not offered.
+FSYNC_POLICIES = ("everysec", "always")
 
 PoolKind = Literal["standalone", "sentinel", "cluster"]
+FsyncPolicy = Literal["everysec", "always"]
 
 
 class ConfigError(Exception):
@@ -63,6 +66,8 @@ class ServerConfig:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     data_dir: str = "./lmstfy-data"
     access_log: bool = False
+    # When the embedded Redis fsyncs its append-only file: once a second, or before each reply.
+    fsync: FsyncPolicy = "everysec"
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,7 @@ def load_config(
     data_dir: str | Path | None = None,
     workers: int | None = None,
     redis_url: str | None = None,
+    fsync: str | None = None,
 ) -> Config:
     """Read the TOML file at `path` (None: built-in defaults), then apply command-line flags.
 
@@ -127,6 +133,7 @@ def load_config(
     """
     config = _parse_document(str(path), _read_toml(path)) if path is not None else Config()
     flags = {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port, "workers": workers}
+    flags["fsync"] = fsync
     flags["data_dir"] = str(data_dir) if data_dir is not None else None
     given = {key: value for key, value in flags.items() if value is not None}
     if given:
@@ -203,6 +210,13 @@ class _Reader:
             self.fail(key, f"must be between {low} and {high}, got {value}")
         return value
 
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.required_string(key, default)
+        if value not in choices:
+            expected = " or ".join(f'"{choice}"' for choice in choices)
+            self.fail(key, f'expected {expected}, got "{value}"')
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self.take(key)
         if value is None:
@@ -263,6 +277,7 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         workers=reader.integer("workers", base.workers, 1, 256),
         data_dir=reader.required_string("data_dir", base.data_dir),
         access_log=reader.boolean("access_log", base.access_log),
+        fsync=cast(FsyncPolicy, reader.choice("fsync", base.fsync, FSYNC_POLICIES)),
     )
     reader.finish()
     if server.port == server.admin_port:

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -137,18 +138,20 @@ def logged(server: Server, level: str, logger: str | None = None) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("workers", "fsync"),
-    # The supervisor of `--workers 2` owns the Redis; fsync=always is the setting that
-    # guarantees it (see docs/API.md), everysec the default, which keeps them in practice.
-    [("1", "everysec"), ("2", "always")],
-    ids=["1-worker-everysec", "2-workers-always"],
-)
-def test_a_killed_redis_is_restarted_and_no_acknowledged_job_is_lost(
-    make_server: Callable[[], Server], workers: str, fsync: str
-) -> None:
-    server = make_server().start("--workers", workers, "--fsync", fsync)
-    token = create_token(server)
+@dataclass
+class Kill:
+    """A SIGKILL of a server's embedded Redis under publishing clients, and what followed."""
+
+    killed: int
+    restarted: int
+    killed_at: float
+    spawned_at: float  # when the new Redis process was seen
+    pinged_at: float  # when it was seen answering PING
+    served_at: float  # when a publish sent after the kill was answered 201
+    acked: set[str]  # every job id answered 201, before and after the kill
+
+
+def kill_redis_under_load(server: Server, token: str) -> Kill:
     killed = server.redis_pid
     with Publishers(server, token) as publishers:
         publishers.wait_for(300, timeout=10)
@@ -158,27 +161,49 @@ def test_a_killed_redis_is_restarted_and_no_acknowledged_job_is_lost(
         served_at = publishers.first_served_after(killed_at, timeout=SERVE_AFTER_KILL_S + 2)
         publishers.wait_for(publishers.acked_count() + 300, timeout=10)
     server.redis_pid = restarted  # for the fixture's clean-up
-
-    assert spawned_at - killed_at < NOTICE_S
-    assert served_at - pinged_at < SERVE_AFTER_PING_S, f"served {served_at - pinged_at:.2f}s after the new Redis"
-    assert served_at - killed_at < SERVE_AFTER_KILL_S, f"served {served_at - killed_at:.2f}s after the kill"
     acked = {job_id for _, _, job_id in publishers.acked}
-    # Publishes answered 503 may have been applied all the same: they may come out too.
-    assert acked - consume_all(server, token) == set()
+    return Kill(killed, restarted, killed_at, spawned_at, pinged_at, served_at, acked)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])  # with 2, the worker supervisor owns the Redis
+def test_a_killed_redis_is_restarted_and_serves_again_within_seconds(
+    make_server: Callable[[], Server], workers: str
+) -> None:
+    server = make_server().start("--workers", workers)
+    kill = kill_redis_under_load(server, create_token(server))
+
+    assert kill.spawned_at - kill.killed_at < NOTICE_S
+    after_ping, after_kill = kill.served_at - kill.pinged_at, kill.served_at - kill.killed_at
+    assert after_ping < SERVE_AFTER_PING_S, f"served {after_ping:.2f}s after the new Redis answered PING"
+    assert after_kill < SERVE_AFTER_KILL_S, f"served {after_kill:.2f}s after the kill"
 
     errors = logged(server, "ERROR")
     assert errors == logged(server, "ERROR", WATCHER)
-    assert len(errors) == 1 and f"the embedded Redis (pid {killed}) killed by SIGKILL; restarting it" in errors[0]
+    assert len(errors) == 1
+    assert f"the embedded Redis (pid {kill.killed}) killed by SIGKILL; restarting it" in errors[0]
     # Whatever the number of failed requests: the death and the recovery, nothing per request.
     assert len(logged(server, "INFO", WATCHER)) == 1
+    assert f"serves again (pid {kill.restarted})" in logged(server, "INFO", WATCHER)[0]
     assert logged(server, "WARNING", WATCHER) == []
-    assert f"serves again (pid {restarted})" in logged(server, "INFO", WATCHER)[0]
 
+    # The restarted Redis is stopped with the server, as the first one was.
     started = time.monotonic()
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0, server.stderr()
     assert time.monotonic() - started < STOP_TIMEOUT
-    assert not alive(restarted)
+    assert not alive(kill.restarted)
+
+
+def test_with_fsync_always_no_acknowledged_job_is_lost_when_redis_dies(make_server: Callable[[], Server]) -> None:
+    # Only `always` guarantees it. With `everysec` Redis answers writes it postponed while a
+    # background fsync runs: scripts/redis_kill_loss.py lost none in 60 kills on an idle disk,
+    # and 985 writes in 1 of 85 kills with the disk kept busy (docs/API.md, Durability).
+    server = make_server().start("--fsync", "always")
+    token = create_token(server)
+    kill = kill_redis_under_load(server, token)
+    # Publishes answered 503 may have been applied all the same: those may come out too.
+    assert kill.acked - consume_all(server, token) == set()
+    assert len(kill.acked) >= 600
 
 
 def _corrupt_aof(data_dir: Path) -> None:

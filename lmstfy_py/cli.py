@@ -117,7 +117,8 @@ def _redis(config: Config, stop_server: Callable[[], None]) -> Iterator[tuple[Co
         return
     embedded = EmbeddedRedis(config.server.data_dir, fsync=config.server.fsync)
     url = embedded.start_sync()
-    # Started from the main thread, which lives as long as the server (see store/embedded.py).
+    # The Redis dies with the thread that forked it (see store/embedded.py): this one was forked
+    # by the main thread, restarts are by the watcher's; both live until watcher.stop().
     watcher = RedisWatcher(embedded, stop_server)
     watcher.start()
     try:

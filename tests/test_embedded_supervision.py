@@ -273,6 +273,11 @@ def test_the_embedded_redis_runs_with_the_chosen_fsync(make_server: Callable[[],
     server = make_server().start("--fsync", "always")
     assert appendfsync(server) == "always"
     assert "(fsync always)" in server.stderr()
+    # A restarted Redis keeps it.
+    killed = server.redis_pid
+    os.kill(killed, signal.SIGKILL)
+    server.redis_pid, _, _ = new_redis(server, killed, timeout=5)
+    assert appendfsync(server) == "always"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 

@@ -34,8 +34,11 @@ DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
 URL_SCHEMES = ("redis", "rediss", "unix")
 COMMAND_LINE = "command line"
+# The embedded Redis's appendfsync: "no" (the kernel writes back when it likes) is not offered.
+FSYNC_POLICIES = ("everysec", "always")
 
 PoolKind = Literal["standalone", "sentinel", "cluster"]
+FsyncPolicy = Literal["everysec", "always"]
 
 
 class ConfigError(Exception):
@@ -68,6 +71,8 @@ class ServerConfig:
     body_timeout: int = 30
     # Seconds a connection may wait for a request's head: idle keep-alive time, and a slow head.
     keep_alive_timeout: int = 5
+    # When the embedded Redis fsyncs its append-only file: once a second, or before each reply.
+    fsync: FsyncPolicy = "everysec"
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,7 @@ def load_config(
     data_dir: str | Path | None = None,
     workers: int | None = None,
     redis_url: str | None = None,
+    fsync: str | None = None,
 ) -> Config:
     """Read the TOML file at `path` (None: built-in defaults), then apply command-line flags.
 
@@ -134,6 +140,7 @@ def load_config(
     """
     config = _parse_document(str(path), _read_toml(path)) if path is not None else Config()
     flags = {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port, "workers": workers}
+    flags["fsync"] = fsync
     flags["data_dir"] = str(data_dir) if data_dir is not None else None
     given = {key: value for key, value in flags.items() if value is not None}
     if given:
@@ -210,6 +217,13 @@ class _Reader:
             self.fail(key, f"must be between {low} and {high}, got {value}")
         return value
 
+    def choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.required_string(key, default)
+        if value not in choices:
+            expected = " or ".join(f'"{choice}"' for choice in choices)
+            self.fail(key, f'expected {expected}, got "{value}"')
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self.take(key)
         if value is None:
@@ -272,6 +286,7 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         access_log=reader.boolean("access_log", base.access_log),
         body_timeout=reader.integer("body_timeout", base.body_timeout, 1, MAX_CONNECTION_TIMEOUT),
         keep_alive_timeout=reader.integer("keep_alive_timeout", base.keep_alive_timeout, 1, MAX_CONNECTION_TIMEOUT),
+        fsync=cast(FsyncPolicy, reader.choice("fsync", base.fsync, FSYNC_POLICIES)),
     )
     reader.finish()
     if server.port == server.admin_port:

@@ -200,6 +200,12 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def stop_from_another_thread() -> None:
+    """Stop this server gracefully, as a SIGTERM from outside would: the main thread takes it,
+    whether it runs the event loop (one worker) or supervises workers."""
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def sigterm_interrupts() -> None:
     """Outside an event loop, SIGTERM and SIGINT raise KeyboardInterrupt, so `finally` blocks
     (stopping the embedded Redis) still run."""

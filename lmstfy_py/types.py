@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
+from typing import Literal
 
 from lmstfy_py import ids
+
+JobStateName = Literal["delayed", "ready", "reserved", "dead"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff: a reservation that ends without ACK makes its job ready again after
+    min(base_ms * 2^(attempts - 1), max_ms). A job without one has lmstfy's fixed backoff: ready
+    again at once."""
+
+    base_ms: int = 1000
+    max_ms: int = 3_600_000
+
+    def spec(self) -> str:
+        """As the scripts keep it in the job (field b)."""
+        return f"{self.base_ms}:{self.max_ms}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +35,16 @@ class NewJob:
     tries: int = 1
     # None: an unversioned job id and no attributes stored (lmstfy without Enable-Job-Version).
     attributes: dict[str, str] | None = None
+    priority: int = 0  # 0..255, higher first; 0 keeps lmstfy's layout (the ready list)
+    job_id: str | None = None  # chosen by the business; None: a new ULID
+    unique_for_ms: int = 0  # how long the id stays taken after the job ended
+    backoff: Backoff | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    job_id: str
+    created: bool  # False: a job with this id was alive, or its id still taken: nothing was stored
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +58,59 @@ class Job:
     ttl: int  # seconds it has left, 0 = no expiry
     remain_tries: int
     attributes: dict[str, str] | None
+    attempts: int = 0  # deliveries so far (this one included, for a consume)
+    created_ms: int | None = None  # None: a job stored before it was kept (its id tells)
 
     @property
     def elapsed_ms(self) -> int:
-        return ids.elapsed_ms(self.job_id)
+        if self.created_ms is not None:
+            return max(0, time.time_ns() // 1_000_000 - self.created_ms)
+        return ids.elapsed_ms(self.job_id) if ids.is_valid(self.job_id) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job looked up by id, with where it is in its life."""
+
+    job: Job
+    state: JobStateName
+    due_ms: int | None  # when a delayed job becomes ready or a reservation ends
+    priority: int
+    last_error: str | None
+    died_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What a release did: the job is ready again at due_ms, or (buried) went to the dead letter."""
+
+    buried: bool
+    due_ms: int = 0
+    remain_tries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    ready: int
+    delayed: int
+    reserved: int
+    dead: int
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeadJob:
+    job_id: str
+    body: bytes
+    attempts: int
+    last_error: str | None
+    died_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadPage:
+    jobs: list[DeadJob] = field(default_factory=list)
+    next: str | None = None  # the id to pass as `after` for the next page; None: no more
 
 
 @dataclass(frozen=True, slots=True)

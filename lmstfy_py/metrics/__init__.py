@@ -31,7 +31,6 @@ from lmstfy_py.metrics.exposition import CONTENT_TYPE, exposition
 from lmstfy_py.metrics.multiproc import DIR_PREFIX, directory, new_directory, remove_directory
 from lmstfy_py.metrics.recording import (
     EngineMetrics,
-    observe_engines,
     observe_lmstfy_request,
     observe_request,
     rate_limit_hit,
@@ -45,7 +44,6 @@ __all__ = [
     "directory",
     "exposition",
     "new_directory",
-    "observe_engines",
     "observe_lmstfy_request",
     "observe_request",
     "rate_limit_hit",

@@ -84,10 +84,16 @@ class Collector:
         pairs = [(ns, q.decode()) for ns, members in zip(namespaces, queue_sets, strict=True) for q in sorted(members)]
         calls = [("zcard", keys.timer(ns)) for ns in namespaces]
         for ns, queue in pairs:
-            calls += [("llen", keys.ready(ns, queue)), ("llen", keys.dead(ns, queue))]
+            calls += [
+                ("llen", keys.ready(ns, queue)),
+                ("zcard", keys.priority(ns, queue)),
+                ("llen", keys.dead(ns, queue)),
+            ]
         found = await _pipelined(client, calls)
         series(TIMER_SIZES, pool).set(sum(found[: len(namespaces)]))
-        sizes = found[len(namespaces) :]
+        per_queue = found[len(namespaces) :]
+        # Ready jobs are those of the ready list and of the priority set.
+        sizes = [n for i in range(0, len(per_queue), 3) for n in (per_queue[i] + per_queue[i + 1], per_queue[i + 2])]
         # Files cannot forget a series: a queue that is gone (purged namespace) reads 0 from now on.
         gone = self._reported.get(pool, set()) - set(pairs)
         for family, offset in ((QUEUE_SIZES, 0), (DEADLETTER_SIZES, 1)):

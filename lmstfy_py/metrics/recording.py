@@ -10,7 +10,7 @@ import functools
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec
 
 from lmstfy_py import ids
@@ -31,7 +31,7 @@ from lmstfy_py.metrics.families import (
     TIMER_DUE_JOBS,
 )
 from lmstfy_py.metrics.multiproc import directory
-from lmstfy_py.store.engine import Engine, EngineObserver, PumpResult
+from lmstfy_py.store.engine import EngineObserver, PumpResult
 from lmstfy_py.types import Job, NewJob
 
 log = logging.getLogger(__name__)
@@ -161,10 +161,3 @@ class EngineMetrics(EngineObserver):
     def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
         if result.to_ready or result.to_dead:
             series(TIMER_DUE_JOBS, pool).inc(result.to_ready + result.to_dead)
-
-
-def observe_engines(engines: Iterable[Engine]) -> None:
-    directory()
-    observer = EngineMetrics()
-    for engine in engines:
-        engine.observer = observer

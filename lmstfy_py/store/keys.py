@@ -6,11 +6,18 @@ wake lists of several queues of one namespace at once.
 
 | key              | type   | holds                                                        |
 |------------------|--------|--------------------------------------------------------------|
-| j/{ns}/q/id      | hash   | d: msgpack [body, attributes]; s: where the job is (R, T, D); |
-|                  |        | t: the tries packed in its current element. PEXPIRE = ttl    |
-| r/{ns}/q         | list   | ready elements, packed (tries, id); LPUSH in, RPOP out       |
+| j/{ns}/q/id      | hash   | d: msgpack [body, attributes]; s: state (T delayed, R ready, |
+|                  |        | X reserved, D dead); t: the tries packed in its element; c:  |
+|                  |        | created ms; p priority; a attempts; e last error; k died ms; |
+|                  |        | b backoff "base:max"; u unique_for ms. PEXPIRE = ttl         |
+| r/{ns}/q         | list   | ready elements of priority 0, packed (tries, id); LPUSH in,  |
+|                  |        | RPOP out (lmstfy's layout)                                   |
+| rp/{ns}/q        | zset   | ready elements of priority > 0; score (256-p)*2^44 + seq     |
+| n/{ns}/q         | hash   | T delayed and X reserved counts, seq, paused                 |
+| u/{ns}/q/id      | string | tombstone: the id of an ended job stays taken (unique_for)   |
 | d/{ns}/q         | list   | dead letter, packed (tries, id); oldest at the tail          |
-| t/{ns}           | zset   | timer: packed (ns, q, tries, id), score = due time in ms     |
+| t/{ns}           | zset   | timer: packed (ns, q, tries, id) + "X" for a reservation,    |
+|                  |        | score = due time in ms                                       |
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |
@@ -42,6 +49,27 @@ def ready(ns: str, queue: str) -> str:
 
 def ready_prefix(ns: str) -> str:
     return f"r/{{{ns}}}/"
+
+
+def priority(ns: str, queue: str) -> str:
+    return f"rp/{{{ns}}}/{queue}"
+
+
+def priority_prefix(ns: str) -> str:
+    return f"rp/{{{ns}}}/"
+
+
+def meta(ns: str, queue: str) -> str:
+    return f"n/{{{ns}}}/{queue}"
+
+
+def meta_prefix(ns: str) -> str:
+    return f"n/{{{ns}}}/"
+
+
+def tombstone(ns: str, queue: str, job_id: str) -> str:
+    """Must be job()'s key with "u" for its first letter (lua/_lib.lua builds it so)."""
+    return f"u/{{{ns}}}/{queue}/{job_id}"
 
 
 def dead(ns: str, queue: str) -> str:
@@ -107,8 +135,8 @@ def unpack_element(element: bytes) -> tuple[int, str]:
     return tries, element[4 : 4 + length].decode()
 
 
-def pack_timer_member(ns: str, queue: str, tries: int, job_id: str) -> bytes:
-    """A timer member, lmstfy's ``Hc0Hc0HHc0``: namespace, queue, tries, id."""
+def pack_timer_member(ns: str, queue: str, tries: int, job_id: str, reserved: bool = False) -> bytes:
+    """A timer member, lmstfy's ``Hc0Hc0HHc0``: namespace, queue, tries, id; "X" after it for a reservation."""
     ns_raw, q_raw, id_raw = ns.encode(), queue.encode(), job_id.encode()
     return b"".join(
         (
@@ -118,5 +146,6 @@ def pack_timer_member(ns: str, queue: str, tries: int, job_id: str) -> bytes:
             q_raw,
             struct.pack("<HH", tries, len(id_raw)),
             id_raw,
+            b"X" if reserved else b"",
         )
     )

@@ -9,8 +9,12 @@ the old pool first, and whatever names a job or a queue looks in both:
 | republish (ACK + publish) | ACK      | publish (and ACK, should the job live there)           |
 | consume                   | first, never waiting | then, long-polling; see below              |
 | ack                       | yes      | yes                                                    |
-| peek queue, peek job      | first    | when the old pool has nothing                          |
-| size, dead-letter size    | summed   | summed                                                 |
+| peek queue                | first    | when the old pool has nothing                          |
+| peek job, release, touch, bury, respawn/delete a dead job by id | where the job lives (old first) | |
+| publish with a job_id     | a duplicate when the id is taken here | else published here          |
+| size, stats, dead-letter size | summed | summed (paused: when either is)                      |
+| pause, resume             | yes      | yes                                                    |
+| dead letter by page       | first    | after the old pool's                                   |
 | destroy queue             | yes      | yes (the count is summed)                              |
 | dead letter head          | its head when it has dead jobs, else the new pool's; sizes summed |
 | respawn, delete dead jobs | up to limit | the rest of the limit (jobs stay in their pool)     |
@@ -28,42 +32,60 @@ reserved jobs still come due. When the old pool is empty (its sizes, dead letter
 read 0), drop `migrate_to` and point clients at the new pool, or keep the name and swap the
 pools' addresses in the config.
 
-A MigrationEngine is an Engine (a subclass, so callers need not know) that overrides every
-public method; tests/store/test_migration.py runs each of them on a job of each pool.
+A MigrationEngine is a JobStore (store/jobstore.py) built of the two pools' Engines, not an
+Engine itself; every operation names which pool it acts on. Operations on one job by id (the
+worker verbs, dead letter by id) act where the job lives: the old pool first. Pause and resume
+act on both. A business job id is taken when a job of that id is alive (or its unique_for lasts)
+in either pool.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from lmstfy_py.errors import NotFound
-from lmstfy_py.store.engine import Engine, PumpResult
-from lmstfy_py.types import DeadLetterHead, Job, NewJob
+from lmstfy_py.store.engine import Engine
+from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
 MIGRATION_SLICE_S = 0.5
+T = TypeVar("T")
 
 
-class MigrationEngine(Engine):
+class MigrationEngine:
     def __init__(self, old: Engine, new: Engine) -> None:
-        # Tokens and limits of a migrating admin pool stay where they were: `redis` is the old pool's.
-        super().__init__(old.pool, old.redis, new.blocking, scripts=old.scripts, script_client=old.script_client)
+        self.pool = old.pool
         self.old = old
         self.new = new
 
-    # -- publish ---------------------------------------------------------------
+    async def _where_it_lives(self, call: Callable[[Engine], Awaitable[T]]) -> T:
+        """`call` on the old pool, or on the new one when the old has no such job."""
+        try:
+            return await call(self.old)
+        except NotFound:
+            return await call(self.new)
 
-    async def publish(self, ns: str, queue: str, job: NewJob, replaces: str | None = None) -> str:
+    # -- publish ---------------------------------------------------------------------------
+
+    async def publish(self, ns: str, queue: str, job: NewJob, replaces: str | None = None) -> Published:
         return (await self.publish_many(ns, queue, [job], replaces))[0]
 
-    async def publish_many(self, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None = None) -> list[str]:
-        job_ids = await self.new.publish_many(ns, queue, jobs, replaces)
+    async def publish_many(
+        self, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None = None
+    ) -> list[Published]:
+        taken = [job.job_id is not None and await self.old.id_taken(ns, queue, job.job_id) for job in jobs]
+        fresh = [job for job, is_taken in zip(jobs, taken, strict=True) if not is_taken]
+        published = iter(await self.new.publish_many(ns, queue, fresh, replaces) if fresh else [])
         if replaces:
             # After the publish: a crash in between redelivers the old job rather than losing the new one.
             await self.old.ack(ns, queue, replaces)
-        return job_ids
+        return [
+            Published(str(job.job_id), False) if is_taken else next(published)
+            for job, is_taken in zip(jobs, taken, strict=True)
+        ]
 
-    # -- consume ---------------------------------------------------------------
+    # -- consume ---------------------------------------------------------------------------
 
     async def consume(self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int) -> list[Job]:
         deadline = time.monotonic() + timeout_ms / 1000
@@ -71,17 +93,14 @@ class MigrationEngine(Engine):
         while True:
             source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count)
             left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.new.stopping:
+            if jobs or left <= 0 or self.stopping:
                 # Counted by the pool that held the jobs, as its own consumes are.
                 source.observer.consumed(source.pool, ns, queues, count, jobs)
                 return jobs
-            await self.new._wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S))
+            await self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S))
             engines = (self.new, self.old)
 
-    async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int) -> list[Job]:
-        return (await _reserve_first((self.old, self.new), ns, queues, ttr_ms, count))[1]
-
-    # -- ack, peek, size -------------------------------------------------------
+    # -- a worker's verbs --------------------------------------------------------------------
 
     async def ack(self, ns: str, queue: str, job_id: str) -> bool:
         acked_old = await self.old.ack(ns, queue, job_id)
@@ -91,28 +110,50 @@ class MigrationEngine(Engine):
         # A job lives in one pool only: the counts add up.
         return await self.old.ack_many(ns, queue, job_ids) + await self.new.ack_many(ns, queue, job_ids)
 
+    async def release(self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str) -> Released:
+        return await self._where_it_lives(lambda pool: pool.release(ns, queue, job_id, delay_ms, reason))
+
+    async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
+        return await self._where_it_lives(lambda pool: pool.touch(ns, queue, job_id, ttr_ms))
+
+    async def bury(self, ns: str, queue: str, job_id: str, reason: str) -> None:
+        await self._where_it_lives(lambda pool: pool.bury(ns, queue, job_id, reason))
+
+    # -- a queue ---------------------------------------------------------------------------
+
     async def peek_queue(self, ns: str, queue: str) -> Job:
         try:
             return await self.old.peek_queue(ns, queue)
         except NotFound:
             return await self.new.peek_queue(ns, queue)
 
-    async def peek_job(self, ns: str, queue: str, job_id: str) -> Job:
-        try:
-            return await self.old.peek_job(ns, queue, job_id)
-        except NotFound:
-            return await self.new.peek_job(ns, queue, job_id)
+    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
+        return await self._where_it_lives(lambda pool: pool.peek_job(ns, queue, job_id))
 
     async def size(self, ns: str, queue: str) -> int:
         return await self.old.size(ns, queue) + await self.new.size(ns, queue)
 
-    async def timer_size(self, ns: str) -> int:
-        return await self.old.timer_size(ns) + await self.new.timer_size(ns)
+    async def stats(self, ns: str, queue: str) -> QueueStats:
+        old, new = await self.old.stats(ns, queue), await self.new.stats(ns, queue)
+        return QueueStats(
+            old.ready + new.ready,
+            old.delayed + new.delayed,
+            old.reserved + new.reserved,
+            old.dead + new.dead,
+            old.paused or new.paused,
+        )
+
+    async def queue_exists(self, ns: str, queue: str) -> bool:
+        return await self.old.queue_exists(ns, queue) or await self.new.queue_exists(ns, queue)
+
+    async def pause(self, ns: str, queue: str, paused: bool) -> None:
+        await self.old.pause(ns, queue, paused)
+        await self.new.pause(ns, queue, paused)
 
     async def destroy(self, ns: str, queue: str) -> int:
         return await self.old.destroy(ns, queue) + await self.new.destroy(ns, queue)
 
-    # -- dead letter -----------------------------------------------------------
+    # -- dead letter -----------------------------------------------------------------------
 
     async def dead_letter(self, ns: str, queue: str) -> DeadLetterHead:
         old, new = await self.old.dead_letter(ns, queue), await self.new.dead_letter(ns, queue)
@@ -128,19 +169,38 @@ class MigrationEngine(Engine):
             ids += await self.new.dead_letter_ids(ns, queue, limit - len(ids))
         return ids
 
+    async def dead_page(self, ns: str, queue: str, limit: int, after: str | None) -> DeadPage:
+        """The old pool's dead letter, then the new pool's: one list, oldest first."""
+        try:
+            page = await self.old.dead_page(ns, queue, limit, after)
+        except NotFound:  # `after` is in the new pool's part (or in neither: the new pool says so)
+            return await self.new.dead_page(ns, queue, limit, after)
+        if page.next is not None or not await self.new.dead_letter_size(ns, queue):
+            return page
+        rest = await self.new.dead_page(ns, queue, limit - len(page.jobs), None) if len(page.jobs) < limit else None
+        if rest is None:  # the page is full and the new pool's part follows: continue after its last job
+            return DeadPage(page.jobs, page.jobs[-1].job_id)
+        return DeadPage(page.jobs + rest.jobs, rest.next)
+
     async def respawn(self, ns: str, queue: str, limit: int, ttl_ms: int) -> int:
         done = await self.old.respawn(ns, queue, limit, ttl_ms)
         if done < limit:
             done += await self.new.respawn(ns, queue, limit - done, ttl_ms)
         return done
 
-    async def bury(self, ns: str, queue: str, limit: int) -> int:
-        done = await self.old.bury(ns, queue, limit)
+    async def respawn_one(self, ns: str, queue: str, job_id: str, ttl_ms: int, tries: int, delay_ms: int) -> None:
+        await self._where_it_lives(lambda pool: pool.respawn_one(ns, queue, job_id, ttl_ms, tries, delay_ms))
+
+    async def delete_dead(self, ns: str, queue: str, limit: int) -> int:
+        done = await self.old.delete_dead(ns, queue, limit)
         if done < limit:
-            done += await self.new.bury(ns, queue, limit - done)
+            done += await self.new.delete_dead(ns, queue, limit - done)
         return done
 
-    # -- registry and pump -----------------------------------------------------
+    async def delete_dead_one(self, ns: str, queue: str, job_id: str) -> None:
+        await self._where_it_lives(lambda pool: pool.delete_dead_one(ns, queue, job_id))
+
+    # -- namespaces and the pool -----------------------------------------------------------
 
     async def namespaces(self) -> list[str]:
         return sorted(set(await self.old.namespaces()) | set(await self.new.namespaces()))
@@ -148,38 +208,24 @@ class MigrationEngine(Engine):
     async def queues(self, ns: str) -> list[str]:
         return sorted(set(await self.old.queues(ns)) | set(await self.new.queues(ns)))
 
+    async def timer_size(self, ns: str) -> int:
+        return await self.old.timer_size(ns) + await self.new.timer_size(ns)
+
     async def purge_namespace(self, ns: str) -> int:
         return await self.old.purge_namespace(ns) + await self.new.purge_namespace(ns)
-
-    async def pump(self, ns: str, now: int) -> PumpResult:
-        # The pumps run on each pool's own Engine; this is here for completeness.
-        old, new = await self.old.pump(ns, now), await self.new.pump(ns, now)
-        return PumpResult(
-            old.to_ready + new.to_ready, old.to_dead + new.to_dead, _earliest(old.next_due_ms, new.next_due_ms)
-        )
-
-    async def timer_head(self, ns: str) -> int:
-        return _earliest(await self.old.timer_head(ns), await self.new.timer_head(ns))
-
-    @property
-    def stopping(self) -> bool:
-        # Its long-polls wait on the new pool's wake hub; the one Engine.__init__ built is unused.
-        return self.new.stopping
-
-    async def stop_waiting(self) -> None:
-        # Its long-polls wait on the new pool's wake lists; both, so no wait of either pool lingers.
-        await self.old.stop_waiting()
-        await self.new.stop_waiting()
-
-    async def queue_exists(self, ns: str, queue: str) -> bool:
-        return await self.old.queue_exists(ns, queue) or await self.new.queue_exists(ns, queue)
 
     async def ping(self) -> None:
         await self.old.ping()
         await self.new.ping()
 
-    async def close(self) -> None:
-        """Nothing of its own to close: Pools closes both pools' engines."""
+    @property
+    def stopping(self) -> bool:
+        return self.new.stopping  # its long-polls wait on the new pool's wake lists
+
+    async def stop_waiting(self) -> None:
+        # Both, so no wait of either pool lingers.
+        await self.old.stop_waiting()
+        await self.new.stop_waiting()
 
 
 async def _reserve_first(
@@ -191,9 +237,3 @@ async def _reserve_first(
         if jobs:
             return engine, jobs
     return engines[-1], []
-
-
-def _earliest(first_ms: int, second_ms: int) -> int:
-    """The earlier of two due times, -1 meaning none."""
-    due = [ms for ms in (first_ms, second_ms) if ms != -1]
-    return min(due, default=-1)

@@ -13,9 +13,9 @@ Three kinds of deployment, each with a request client and a blocking (BRPOP) cli
   demotion) reconnects to the current master and retries once.
 - cluster: RedisCluster, routing every step by its keys' {ns} hash tag.
 
-A pool with `migrate_to` is served through a MigrationEngine (store/migration.py): `get`
-returns it, while `engines()` still lists every pool's own Engine, so a pump runs on the old
-pool as well as on the new one.
+`get` answers the JobStore (store/jobstore.py) serving a pool: its Engine, or for a pool with
+`migrate_to` a MigrationEngine (store/migration.py) over both pools' Engines, while `engines()`
+lists every pool's own Engine, so a pump runs on the old pool as well as on the new one.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import wake
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.engine import Engine, EngineObserver, TimerSignal
+from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Scripts
@@ -105,9 +106,24 @@ def script_client(config: PoolConfig) -> PipelinedRedis | None:
     return PipelinedRedis(config.url, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
 
 
-def engine(name: str, config: PoolConfig, scripts: Scripts | None = None) -> Engine:
+def engine(
+    name: str,
+    config: PoolConfig,
+    scripts: Scripts | None = None,
+    observer: EngineObserver | None = None,
+    timers: TimerSignal | None = None,
+) -> Engine:
     """The Engine of one pool, with the clients its kind gets."""
-    return Engine(name, *connect(config), scripts=scripts, script_client=script_client(config))
+    requests, blocking = connect(config)
+    return Engine(
+        name,
+        requests,
+        blocking,
+        scripts=scripts or Scripts.load(),
+        script_client=script_client(config),
+        observer=observer,
+        timers=timers,
+    )
 
 
 def _cluster_client(config: PoolConfig, options: dict[str, Any]) -> RedisCluster:
@@ -185,26 +201,38 @@ class _SentinelPool(SentinelConnectionPool):
 
 
 class Pools:
-    """Pool name -> the engine serving it (a MigrationEngine for a pool with migrate_to)."""
+    """Pool name -> the JobStore serving it: its Engine, or a MigrationEngine for a pool with migrate_to."""
 
     def __init__(self, engines: Mapping[str, Engine], migrate_to: Mapping[str, str] | None = None) -> None:
         self._engines = dict(engines)
-        self._served: dict[str, Engine] = dict(self._engines)
+        self._served: dict[str, JobStore] = dict(self._engines)
         for old, new in (migrate_to or {}).items():
             self._served[old] = MigrationEngine(self._engines[old], self._engines[new])
 
     @classmethod
-    def connect(cls, configs: Mapping[str, PoolConfig]) -> Pools:
+    def connect(
+        cls,
+        configs: Mapping[str, PoolConfig],
+        observer: EngineObserver | None = None,
+        timers: Mapping[str, TimerSignal] | None = None,
+    ) -> Pools:
+        """Every pool's Engine, each counted by `observer` and telling its timers to `timers[pool]`."""
         scripts = Scripts.load()
-        engines = {name: engine(name, cfg, scripts) for name, cfg in configs.items()}
+        engines = {
+            name: engine(name, cfg, scripts, observer, (timers or {}).get(name)) for name, cfg in configs.items()
+        }
         return cls(engines, {name: cfg.migrate_to for name, cfg in configs.items() if cfg.migrate_to})
 
-    def get(self, name: str) -> Engine:
-        """The engine serving pool `name`: its own, or a MigrationEngine (an Engine too)."""
+    def get(self, name: str) -> JobStore:
+        """The JobStore serving pool `name`."""
         served = self._served.get(name)
         if served is None:
             raise NotFound("pool not found")
         return served
+
+    def own(self, name: str) -> Engine:
+        """Pool `name`'s own Engine, migrating or not (its Redis holds what the admin pool keeps)."""
+        return self._engines[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self._engines

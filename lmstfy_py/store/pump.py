@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import time
+from typing import cast
 
 from lmstfy_py import tasks
 from lmstfy_py.store import keys
-from lmstfy_py.store.engine import Engine, now_ms
+from lmstfy_py.store.engine import Engine, TimerSignal, now_ms
 
 # Every process wakes its own pump for the timers it adds (schedule()), so in normal
 # operation each job is moved on time by the process that scheduled it. The cap only
@@ -29,7 +30,8 @@ DUE_BATCH = 100
 
 
 class Pump:
-    def __init__(self, engine: Engine, max_sleep_s: float = MAX_SLEEP_S) -> None:
+    def __init__(self, engine: Engine, timers: TimerSignal | None = None, max_sleep_s: float = MAX_SLEEP_S) -> None:
+        """`timers`: what the engine tells of the timer entries it adds (its own signal when not given)."""
         self.engine = engine
         self.redis = engine.redis
         self.max_sleep_s = max_sleep_s
@@ -38,7 +40,7 @@ class Pump:
         self._planned_ms: float = math.inf
         self._next_sweep = 0.0
         self.loop = tasks.Loop("pump", self._step, engine.pool)
-        engine.on_scheduled = self.schedule
+        (timers or engine.timers).listen(self.schedule)
 
     def schedule(self, due_ms: int) -> None:
         """Called for every timer entry this process adds: wake early if it is due before our plan."""
@@ -59,10 +61,13 @@ class Pump:
 
     async def tick(self) -> float:
         """Pumps the due namespaces; returns how long to sleep. Idle, it costs one command."""
-        head = await self.redis.zrange(keys.DUE_INDEX, 0, 0, withscores=True)
+        # redis-py types replies loosely; without decode_responses these are bytes and float scores.
+        head = cast(list[tuple[bytes, float]], await self.redis.zrange(keys.DUE_INDEX, 0, 0, withscores=True))
         next_ms = head[0][1] if head else math.inf
         if next_ms <= now_ms():
-            due = await self.redis.zrangebyscore(keys.DUE_INDEX, "-inf", now_ms(), start=0, num=DUE_BATCH)
+            due = cast(
+                list[bytes], await self.redis.zrangebyscore(keys.DUE_INDEX, "-inf", now_ms(), start=0, num=DUE_BATCH)
+            )
             for ns in due:
                 await self.pump_namespace(ns.decode())
             next_ms = 0  # look at the index again at once: more may have come due meanwhile

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from redis.exceptions import NoScriptError
 
@@ -22,13 +22,25 @@ Arg = str | bytes | int | float
 Command = Sequence[Arg]
 
 
+class ScriptClient(Protocol):
+    """What runs the script steps: a PipelinedRedis (store/pipelined.py), or redis-py's Redis or RedisCluster."""
+
+    async def execute_command(self, *args: Any) -> Any: ...
+
+    def pipeline(self, transaction: bool = ...) -> Any: ...
+
+    def script_load(self, source: str, /) -> Awaitable[Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
 class Script:
     def __init__(self, name: str, source: str) -> None:
         self.name = name
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
-    async def __call__(self, client: Any, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+    async def __call__(self, client: ScriptClient, keys: Sequence[str], args: Sequence[Arg]) -> Any:
         # execute_command, not client.evalsha: that wrapper inspects its arguments on every call.
         try:
             return await client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
@@ -52,15 +64,26 @@ def _load(name: str) -> Script:
 
 @dataclass(frozen=True)
 class Scripts:
+    """One attribute per lua/*.lua (but _lib.lua, which each of them starts with)."""
+
     publish: Script
     reserve: Script
     pump: Script
     ack: Script
+    release: Script
+    touch: Script
+    bury: Script
     peek: Script
-    peek_job: Script
+    job_state: Script
+    size: Script
+    stats: Script
+    pause: Script
     destroy: Script
     respawn: Script
-    bury: Script
+    respawn_one: Script
+    delete_dead: Script
+    delete_dead_one: Script
+    dead_page: Script
     purge_timer: Script
     forget_namespace: Script
 
@@ -70,7 +93,7 @@ class Scripts:
 
 
 async def run_pipeline(
-    client: Any,
+    client: ScriptClient,
     calls: Sequence[tuple[Script, Sequence[str], Sequence[Arg]]],
     tail: Sequence[Command] = (),
 ) -> list[Any]:

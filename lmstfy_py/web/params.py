@@ -22,9 +22,14 @@ from lmstfy_py import ids
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
 from lmstfy_py.errors import BodyTooLarge, InvalidParameter
-from lmstfy_py.types import NewJob
+from lmstfy_py.types import Backoff, NewJob
 
 MAX_BODY = 1 << 20  # bytes of any request body (lmstfy: of one job)
+MAX_PRIORITY = 255
+MAX_REASON_BYTES = 1024
+MAX_DEAD_PAGE = 100
+BACKOFF_POLICIES = ("fixed", "exponential")
+DEFAULT_BACKOFF = Backoff()
 MAX_NAME_BYTES = 255
 MAX_CONSUME_COUNT = 100
 MAX_BULK_JOBS = 64
@@ -85,14 +90,35 @@ def milliseconds(query: QueryParams, name: str, default_s: int) -> int:
     return uint(query, f"{name}_ms", 0, UINT32_MAX)
 
 
+def optional_milliseconds(query: QueryParams, name: str) -> int | None:
+    """As `milliseconds`, None when neither `<name>` nor `<name>_ms` is given."""
+    if _first(query, name) is None and _first(query, f"{name}_ms") is None:
+        return None
+    return milliseconds(query, name, 0)
+
+
 @dataclass(frozen=True, slots=True)
 class PublishOptions:
     delay_ms: int
     ttl_ms: int  # 0 = forever
     tries: int
+    priority: int = 0
+    job_ids: tuple[str, ...] = ()  # chosen by the business: one, or one per job of a bulk
+    unique_for_ms: int = 0
+    backoff: Backoff | None = None
 
-    def job(self, body: bytes, attributes: dict[str, str] | None) -> NewJob:
-        return NewJob(body, ttl_ms=self.ttl_ms, delay_ms=self.delay_ms, tries=self.tries, attributes=attributes)
+    def job(self, body: bytes, attributes: dict[str, str] | None, job_id: str | None = None) -> NewJob:
+        return NewJob(
+            body,
+            ttl_ms=self.ttl_ms,
+            delay_ms=self.delay_ms,
+            tries=self.tries,
+            attributes=attributes,
+            priority=self.priority,
+            job_id=job_id,
+            unique_for_ms=self.unique_for_ms,
+            backoff=self.backoff,
+        )
 
 
 def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
@@ -103,7 +129,46 @@ def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
     tries = uint(query, "tries", defaults.tries, UINT16_MAX)
     if tries == 0:
         raise InvalidParameter("tries shouldn't be zero")
-    return PublishOptions(delay_ms, ttl_ms, tries)
+    job_ids = business_ids(query)
+    unique_for_ms = seconds(query, "unique_for", 0) * 1000
+    if unique_for_ms and not job_ids:
+        raise InvalidParameter("unique_for needs a job_id: an id made by the server is never reused")
+    priority = uint(query, "priority", 0, MAX_PRIORITY)
+    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, backoff(query))
+
+
+def business_ids(query: QueryParams) -> tuple[str, ...]:
+    """`job_id`: the id the business chose for its job (a comma-separated list for a bulk)."""
+    text = _first(query, "job_id")
+    if text is None:
+        return ()
+    chosen = tuple(text.split(","))
+    if not all(ids.is_acceptable(job_id) for job_id in chosen):
+        raise InvalidParameter("invalid job_id: 1 to 128 characters of A-Z a-z 0-9 - _ . :")
+    return chosen
+
+
+def backoff(query: QueryParams) -> Backoff | None:
+    """`backoff=fixed|exponential` with `backoff_ms` (base) and `backoff_max_ms`; None for fixed."""
+    policy = choice(query, "backoff", BACKOFF_POLICIES, default="fixed")
+    given = [name for name in ("backoff_ms", "backoff_max_ms") if _first(query, name) is not None]
+    if policy == "fixed":
+        if given:
+            raise InvalidParameter(f"{given[0]} needs backoff=exponential")
+        return None
+    base = uint(query, "backoff_ms", DEFAULT_BACKOFF.base_ms, UINT32_MAX, minimum=1)
+    most = uint(query, "backoff_max_ms", DEFAULT_BACKOFF.max_ms, UINT32_MAX, minimum=1)
+    if most < base:
+        raise InvalidParameter("backoff_max_ms is smaller than backoff_ms")
+    return Backoff(base, most)
+
+
+def reason(query: QueryParams) -> str:
+    """Why a worker released or buried a job: kept as its last_error."""
+    text = _first(query, "reason") or ""
+    if len(text.encode()) > MAX_REASON_BYTES:
+        raise InvalidParameter(f"reason is longer than {MAX_REASON_BYTES} bytes")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +234,7 @@ def job_ids(query: QueryParams) -> list[str]:
         raise InvalidParameter("no job_id given")
     if len(given) > MAX_CONSUME_COUNT:  # what one consume hands out
         raise InvalidParameter(f"more than {MAX_CONSUME_COUNT} job ids")
-    if not all(ids.is_valid(job_id) for job_id in given):
+    if not all(ids.is_acceptable(job_id) for job_id in given):
         raise InvalidParameter("invalid job id")
     return list(dict.fromkeys(given))
 

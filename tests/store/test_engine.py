@@ -39,7 +39,7 @@ async def eventually(check, timeout: float = 3.0):  # type: ignore[no-untyped-de
 
 
 async def test_publish_consume_ack_leaves_nothing(engine: Engine) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"hello"))
+    job_id = (await engine.publish(NS, Q, NewJob(b"hello"))).job_id
     assert ids.is_valid(job_id) and len(job_id) == 26
     assert await engine.size(NS, Q) == 1
 
@@ -51,21 +51,22 @@ async def test_publish_consume_ack_leaves_nothing(engine: Engine) -> None:
 
     assert await engine.ack(NS, Q, job_id) is True
     assert await engine.timer_size(NS) == 0
-    assert await keyspace(engine) <= {keys.queues(NS)}  # only the queue registry stays
+    # Only the queue's own keys stay (its registry entry and counts): nothing of the job.
+    assert await keyspace(engine) <= {keys.queues(NS), keys.meta(NS, Q)}
     assert await engine.consume(NS, [Q], 60_000, 0, 1) == []
     with pytest.raises(NotFound, match="job not found"):
         await engine.peek_job(NS, Q, job_id)
 
 
 async def test_ack_of_a_ready_job_removes_its_element(engine: Engine) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"x"))
+    job_id = (await engine.publish(NS, Q, NewJob(b"x"))).job_id
     assert await engine.ack(NS, Q, job_id)
     assert await engine.size(NS, Q) == 0
     assert await engine.ack(NS, Q, job_id) is False
 
 
 async def test_delayed_job_becomes_ready_on_time(engine: Engine, pump: Pump) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"later", delay_ms=400))
+    job_id = (await engine.publish(NS, Q, NewJob(b"later", delay_ms=400))).job_id
     assert ids.delay_seconds(job_id) == 0  # whole seconds, as lmstfy
     assert await engine.consume(NS, [Q], 60_000, 0, 1) == []
     started = time.monotonic()
@@ -76,7 +77,7 @@ async def test_delayed_job_becomes_ready_on_time(engine: Engine, pump: Pump) -> 
 
 
 async def test_ttr_expiry_redelivers_then_buries(engine: Engine, pump: Pump) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"retry me", tries=2))
+    job_id = (await engine.publish(NS, Q, NewJob(b"retry me", tries=2))).job_id
     [first] = await engine.consume(NS, [Q], ttr_ms=200, timeout_ms=0, count=1)
     assert first.remain_tries == 1
     [second] = await engine.consume(NS, [Q], ttr_ms=200, timeout_ms=3000, count=1)
@@ -93,7 +94,7 @@ async def test_ttr_expiry_redelivers_then_buries(engine: Engine, pump: Pump) -> 
 
 
 async def test_respawn_makes_dead_jobs_consumable_with_new_ttl(engine: Engine, pump: Pump) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"d"))
+    job_id = (await engine.publish(NS, Q, NewJob(b"d"))).job_id
     await engine.consume(NS, [Q], ttr_ms=100, timeout_ms=0, count=1)
 
     async def buried() -> bool:
@@ -107,8 +108,8 @@ async def test_respawn_makes_dead_jobs_consumable_with_new_ttl(engine: Engine, p
     assert 29 <= job.ttl <= 30
 
 
-async def test_bury_deletes_dead_jobs_and_data(engine: Engine, pump: Pump) -> None:
-    ids_ = [await engine.publish(NS, Q, NewJob(b"%d" % i)) for i in range(3)]
+async def test_delete_dead_deletes_dead_jobs_and_data(engine: Engine, pump: Pump) -> None:
+    ids_ = [(await engine.publish(NS, Q, NewJob(b"%d" % i))).job_id for i in range(3)]
     await engine.consume(NS, [Q], ttr_ms=50, timeout_ms=0, count=3)
 
     async def buried() -> bool:
@@ -118,7 +119,7 @@ async def test_bury_deletes_dead_jobs_and_data(engine: Engine, pump: Pump) -> No
     dead = await engine.dead_letter_ids(NS, Q, 10)  # oldest first; one due time, so any order of the three
     assert sorted(dead) == sorted(ids_)
     assert (await engine.dead_letter(NS, Q)).head == dead[0]
-    assert await engine.bury(NS, Q, limit=2) == 2
+    assert await engine.delete_dead(NS, Q, limit=2) == 2
     assert await engine.dead_letter_ids(NS, Q, 10) == dead[2:]
     for job_id in dead[:2]:
         assert not await engine.redis.exists(keys.job(NS, Q, job_id))
@@ -159,7 +160,7 @@ async def test_long_poll_wakes_on_publish(engine: Engine) -> None:
     waiter = asyncio.create_task(engine.consume(NS, ["a", Q], 60_000, timeout_ms=5000, count=1))
     await asyncio.sleep(0.2)
     started = time.monotonic()
-    job_id = await engine.publish(NS, Q, NewJob(b"wake"))
+    job_id = (await engine.publish(NS, Q, NewJob(b"wake"))).job_id
     [job] = await asyncio.wait_for(waiter, 2)
     assert job.job_id == job_id
     assert time.monotonic() - started < 0.5
@@ -174,7 +175,7 @@ async def test_long_poll_times_out_empty(engine: Engine) -> None:
 async def test_many_waiters_each_get_one_job(engine: Engine) -> None:
     waiters = [asyncio.create_task(engine.consume(NS, [Q], 60_000, 3000, 1)) for _ in range(5)]
     await asyncio.sleep(0.1)
-    published = {await engine.publish(NS, Q, NewJob(b"%d" % i)) for i in range(5)}
+    published = {(await engine.publish(NS, Q, NewJob(b"%d" % i))).job_id for i in range(5)}
     results = await asyncio.wait_for(asyncio.gather(*waiters), 3)
     assert {job.job_id for [job] in results} == published
 
@@ -182,32 +183,32 @@ async def test_many_waiters_each_get_one_job(engine: Engine) -> None:
 async def test_peek_queue_and_job(engine: Engine) -> None:
     with pytest.raises(NotFound, match="the queue is empty"):
         await engine.peek_queue(NS, Q)
-    first = await engine.publish(NS, Q, NewJob(b"1", tries=3))
+    first = (await engine.publish(NS, Q, NewJob(b"1", tries=3))).job_id
     await engine.publish(NS, Q, NewJob(b"2"))
     job = await engine.peek_queue(NS, Q)
     assert (job.job_id, job.body, job.remain_tries) == (first, b"1", 3)
     assert await engine.size(NS, Q) == 2  # peek consumes nothing
-    assert (await engine.peek_job(NS, Q, first)).body == b"1"
+    assert (await engine.peek_job(NS, Q, first)).job.body == b"1"
 
 
 async def test_peek_skips_expired_jobs(engine: Engine) -> None:
     await engine.publish(NS, Q, NewJob(b"old", ttl_ms=50))
-    alive = await engine.publish(NS, Q, NewJob(b"new"))
+    alive = (await engine.publish(NS, Q, NewJob(b"new"))).job_id
     await asyncio.sleep(0.1)
     assert (await engine.peek_queue(NS, Q)).job_id == alive
 
 
 async def test_attributes_make_a_versioned_id(engine: Engine) -> None:
-    job_id = await engine.publish(NS, Q, NewJob(b"a", attributes={"k": "v"}))
+    job_id = (await engine.publish(NS, Q, NewJob(b"a", attributes={"k": "v"}))).job_id
     assert len(job_id) == 27 and job_id[0] == "1"
     [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
     assert job.attributes == {"k": "v"}
 
 
 async def test_republish_replaces_atomically(engine: Engine) -> None:
-    old = await engine.publish(NS, Q, NewJob(b"v1"))
+    old = (await engine.publish(NS, Q, NewJob(b"v1"))).job_id
     await engine.consume(NS, [Q], 60_000, 0, 1)
-    new = await engine.publish(NS, Q, NewJob(b"v2"), replaces=old)
+    new = (await engine.publish(NS, Q, NewJob(b"v2"), replaces=old)).job_id
     assert await engine.timer_size(NS) == 0  # the old reservation went with it
     [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
     assert (job.job_id, job.body) == (new, b"v2")
@@ -215,7 +216,7 @@ async def test_republish_replaces_atomically(engine: Engine) -> None:
 
 async def test_publish_many_is_one_batch(engine: Engine) -> None:
     jobs = [NewJob(b"%d" % i) for i in range(64)]
-    job_ids = await engine.publish_many(NS, Q, jobs)
+    job_ids = [p.job_id for p in await engine.publish_many(NS, Q, jobs)]
     assert len(set(job_ids)) == 64
     assert await engine.size(NS, Q) == 64
 
@@ -225,7 +226,7 @@ async def test_destroy_drops_ready_jobs_and_data_in_chunks(engine: Engine) -> No
         await engine.publish_many(NS, Q, [NewJob(b"x")] * 64)
     assert await engine.destroy(NS, Q) == 2560
     assert await engine.size(NS, Q) == 0
-    assert await keyspace(engine) <= {keys.queues(NS)}
+    assert await keyspace(engine) <= {keys.queues(NS), keys.meta(NS, Q)}
 
 
 async def test_scripts_reload_after_flush(engine: Engine) -> None:

@@ -11,10 +11,10 @@ from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.migration import MigrationEngine
-from lmstfy_py.store.pools import Pools, connect
+from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import NewJob
 from tests.redis_groups import SentinelGroup
@@ -22,20 +22,20 @@ from tests.redis_groups import SentinelGroup
 
 @pytest.fixture
 async def sentinel_engine(sentinel_config: PoolConfig) -> AsyncIterator[Engine]:
-    engine = Engine("default", *connect(sentinel_config))
+    engine = pools.engine("default", sentinel_config)
     yield engine
     await engine.close()
 
 
 @pytest.fixture
 async def cluster3_engine(cluster3_nodes: tuple[str, ...]) -> AsyncIterator[Engine]:
-    engine = Engine("default", *connect(PoolConfig("default", kind="cluster", cluster_nodes=cluster3_nodes)))
+    engine = pools.engine("default", PoolConfig("default", kind="cluster", cluster_nodes=cluster3_nodes))
     yield engine
     await engine.close()
 
 
 async def test_sentinel_pool_serves_the_master(sentinel_engine: Engine, sentinel_group: SentinelGroup) -> None:
-    job_id = await sentinel_engine.publish("ns", "q", NewJob(b"via sentinel"))
+    job_id = (await sentinel_engine.publish("ns", "q", NewJob(b"via sentinel"))).job_id
     with sentinel_group.master().client() as master:
         assert master.exists(keys.job("ns", "q", job_id))
     [job] = await sentinel_engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=0, count=1)
@@ -46,7 +46,7 @@ async def test_sentinel_pool_serves_the_master(sentinel_engine: Engine, sentinel
 async def test_sentinel_pool_long_poll_is_woken_by_a_publish(sentinel_engine: Engine) -> None:
     waiting = asyncio.create_task(sentinel_engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=5_000, count=1))
     await asyncio.sleep(0.1)
-    job_id = await sentinel_engine.publish("ns", "q", NewJob(b"wake up"))
+    job_id = (await sentinel_engine.publish("ns", "q", NewJob(b"wake up"))).job_id
     [job] = await asyncio.wait_for(waiting, 3)
     assert job.job_id == job_id
 
@@ -56,7 +56,9 @@ async def test_cluster_pump_serves_namespaces_on_every_node(cluster3_engine: Eng
     namespaces = [f"ns{i}" for i in range(12)]
     await cluster3_engine.redis.initialize()
     assert len({_node_of(cluster3_engine, keys.timer(ns)) for ns in namespaces}) == 3
-    published = {ns: await cluster3_engine.publish(ns, "q", NewJob(b"later", delay_ms=200)) for ns in namespaces}
+    published = {
+        ns: (await cluster3_engine.publish(ns, "q", NewJob(b"later", delay_ms=200))).job_id for ns in namespaces
+    }
     pump = Pump(cluster3_engine)
     pump.start()
     try:
@@ -69,7 +71,7 @@ async def test_cluster_pump_serves_namespaces_on_every_node(cluster3_engine: Eng
 
 async def test_cluster_sweep_repairs_a_lost_due_index(cluster3_engine: Engine) -> None:
     # A crash between a publish and its index update leaves a timer the index does not know.
-    job_id = await cluster3_engine.publish("ns", "q", NewJob(b"later", delay_ms=100))
+    job_id = (await cluster3_engine.publish("ns", "q", NewJob(b"later", delay_ms=100))).job_id
     await cluster3_engine.redis.delete(keys.DUE_INDEX)
     pump = Pump(cluster3_engine)
     pump.start()
@@ -81,8 +83,8 @@ async def test_cluster_sweep_repairs_a_lost_due_index(cluster3_engine: Engine) -
 
 
 async def test_cluster_multi_queue_consume_and_bulk_publish(cluster3_engine: Engine) -> None:
-    first = await cluster3_engine.publish_many("ns", "a", [NewJob(b"a1"), NewJob(b"a2")])
-    second = await cluster3_engine.publish("ns", "b", NewJob(b"b1"))
+    first = [p.job_id for p in await cluster3_engine.publish_many("ns", "a", [NewJob(b"a1"), NewJob(b"a2")])]
+    second = (await cluster3_engine.publish("ns", "b", NewJob(b"b1"))).job_id
     jobs = await cluster3_engine.consume("ns", ["b", "a"], ttr_ms=60_000, timeout_ms=0, count=3)
     assert [job.job_id for job in jobs] == [second, *first]
 
@@ -128,7 +130,7 @@ async def test_every_kind_of_pool_starts_and_closes_cleanly(
     try:
         for name in configs:
             engine = pools.get(name)
-            job_id = await engine.publish("ns", "q", NewJob(name.encode()))
-            assert (await engine.peek_job("ns", "q", job_id)).body == name.encode()
+            job_id = (await engine.publish("ns", "q", NewJob(name.encode()))).job_id
+            assert (await engine.peek_job("ns", "q", job_id)).job.body == name.encode()
     finally:
         await pools.close()

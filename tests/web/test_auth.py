@@ -115,7 +115,7 @@ async def seed(runtime: Runtime) -> str:
     await runtime.tokens.create("default", "ns", "seeded", TOKEN)
     await runtime.limits.create("default", "ns", TOKEN, Limit(read=1, write=2, interval=3))
     engine = runtime.pools.get("default")
-    dead = await engine.publish("ns", "q", NewJob(b"dead"))
+    dead = (await engine.publish("ns", "q", NewJob(b"dead"))).job_id
     await engine.consume("ns", ["q"], ttr_ms=0, timeout_ms=0, count=1)  # its one try, ended at once
     await engine.pump("ns", now_ms() + 1)  # no try left: to the dead letter
     await engine.publish("ns", "q", NewJob(b"ready"))

@@ -1,12 +1,45 @@
 -- Prepended to every script by scripts.py. Element formats match store/keys.py:
--- list element (tries, id) is lmstfy's 'HHc0'; timer member (ns, q, tries, id) is 'Hc0Hc0HHc0'.
+-- list element (tries, id) is lmstfy's 'HHc0'; timer member (ns, q, tries, id) is lmstfy's
+-- 'Hc0Hc0HHc0', followed by 'X' when it is a reservation (nothing for a delayed job), so that a
+-- member whose job expired still says which count it was part of.
+--
+-- Job hash fields: d data (msgpack [body, attributes]), s state (T delayed, R ready, X reserved,
+-- D dead), t tries packed in its element, c created (unix ms), p priority (absent: 0), a
+-- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
+-- (absent: fixed), u unique_for ms (absent: none).
+-- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
+-- counter), paused ("1" while paused).
+
+local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
 
 local function pack_element(tries, id)
     return struct.pack('<HHc0', tries, #id, id)
 end
 
-local function pack_member(ns, q, tries, id)
-    return struct.pack('<Hc0Hc0HHc0', #ns, ns, #q, q, tries, #id, id)
+local function pack_member(ns, q, tries, id, reserved)
+    local member = struct.pack('<Hc0Hc0HHc0', #ns, ns, #q, q, tries, #id, id)
+    if reserved then
+        return member .. 'X'
+    end
+    return member
+end
+
+-- Returns ns, q, tries, id, and whether the member is a reservation.
+local function unpack_member(member)
+    local ns, q, tries, id, after = struct.unpack('<Hc0Hc0HHc0', member)
+    return ns, q, tries, id, after <= #member
+end
+
+-- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
+-- not in them.
+local function count(meta, field, delta)
+    if redis.call('HINCRBY', meta, field, delta) < 0 then
+        redis.call('HSET', meta, field, 0)
+    end
+end
+
+local function paused(meta)
+    return redis.call('HGET', meta, 'paused') == '1'
 end
 
 -- One token is enough: whoever takes it and leaves jobs behind puts it back
@@ -17,21 +50,85 @@ local function ensure_wake(wake_key)
     end
 end
 
--- Removes every record of a job: the element where it waits (field s says
--- where, field t with which tries it was packed), then its data.
-local function remove_job(job_key, ns, q, id, timer_key, ready_key, dead_key)
-    local where = redis.call('HMGET', job_key, 's', 't')
-    local state, tries = where[1], tonumber(where[2])
+-- Makes a job ready: into its queue's ready list (priority 0, lmstfy's layout), or by priority
+-- into the queue's priority set, FIFO among equal priorities; wakes a long-poll unless paused.
+-- q = {ready, prio, wake, meta}
+local function push_ready(job_key, q, tries, id, priority)
+    local element = pack_element(tries, id)
+    if priority > 0 then
+        local seq = redis.call('HINCRBY', q.meta, 'seq', 1)
+        redis.call('ZADD', q.prio, (256 - priority) * PRIORITY_STEP + seq, element)
+    else
+        redis.call('LPUSH', q.ready, element)
+    end
+    redis.call('HSET', job_key, 's', 'R', 't', tries)
+    if not paused(q.meta) then
+        ensure_wake(q.wake)
+    end
+end
+
+-- Puts a job on the timer as delayed until due (ms).
+local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
+    redis.call('ZADD', timer, due, pack_member(ns, qname, tries, id, false))
+    redis.call('HSET', job_key, 's', 'T', 't', tries)
+    count(meta, 'T', 1)
+end
+
+-- Puts a job in its dead letter: it stops expiring, and keeps why and when it died.
+local function push_dead(job_key, dead, id, reason, now)
+    redis.call('LPUSH', dead, pack_element(0, id))
+    redis.call('HSET', job_key, 's', 'D', 't', 0, 'k', now)
+    if reason and reason ~= '' then
+        redis.call('HSET', job_key, 'e', reason)
+    end
+    redis.call('PERSIST', job_key)
+end
+
+-- The delay a job's backoff gives after `attempts` deliveries: 0 for fixed (lmstfy's: ready
+-- again at once), min(base * 2^(attempts - 1), max) for exponential.
+local function backoff_ms(spec, attempts)
+    if not spec then
+        return 0
+    end
+    local base, most = string.match(spec, '^(%d+):(%d+)$')
+    local delay = tonumber(base) * 2 ^ (math.max(attempts, 1) - 1)
+    return math.floor(math.min(delay, tonumber(most)))
+end
+
+-- A job's id stays taken for its unique_for after it ended (ACK, deletion): the tombstone
+-- u/{ns}/q/id beside its hash j/{ns}/q/id (the same hash tag, so the same slot).
+local function tombstone_key(job_key)
+    return 'u' .. string.sub(job_key, 2)
+end
+
+local function ended(job_key, unique_for)
+    if unique_for then
+        redis.call('SET', tombstone_key(job_key), '1', 'PX', unique_for)
+    end
+end
+
+-- Removes every record of a job: the element where it waits (field s says where, field t
+-- with which tries it was packed, p whether in the priority set), then its data.
+-- q = {timer, ready, dead, prio, meta}
+local function remove_job(job_key, ns, qname, id, q)
+    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u')
+    local state, tries = f[1], tonumber(f[2])
     if not state then
         return 0
     end
-    if state == 'T' then
-        redis.call('ZREM', timer_key, pack_member(ns, q, tries, id))
+    if state == 'T' or state == 'X' then
+        redis.call('ZREM', q.timer, pack_member(ns, qname, tries, id, state == 'X'))
+        count(q.meta, state, -1)
     elseif state == 'R' then
-        redis.call('LREM', ready_key, -1, pack_element(tries, id))
+        if (tonumber(f[3]) or 0) > 0 then
+            redis.call('ZREM', q.prio, pack_element(tries, id))
+        else
+            redis.call('LREM', q.ready, -1, pack_element(tries, id))
+        end
     elseif state == 'D' then
-        redis.call('LREM', dead_key, -1, pack_element(tries, id))
+        redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
     redis.call('DEL', job_key)
+    ended(job_key, f[4])
     return 1
 end

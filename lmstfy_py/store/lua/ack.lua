@@ -1,11 +1,14 @@
--- ack: delete jobs of one queue and whatever element each waits in (its
--- reservation on the timer, or its ready or dead element), so nothing of them is
--- left behind. One call ACKs one job or a batch (up to 100, checked by the web layer).
--- KEYS[1] timer zset  KEYS[2] ready list  KEYS[3] dead list  KEYS[4..] job hashes
--- ARGV[1] namespace  ARGV[2] queue  ARGV[3..] job ids, in the order of KEYS[4..]
+-- ack: delete jobs of one queue and whatever element each waits in (its reservation or delay
+-- on the timer, or its ready or dead element), so nothing of them is left behind; a job with a
+-- unique_for keeps its id taken that long. One call ACKs one job or a batch (up to 100, checked
+-- by the web layer).
+-- KEYS[1] timer zset  KEYS[2] ready list  KEYS[3] dead list  KEYS[4] priority set  KEYS[5] meta
+-- KEYS[6..] job hashes
+-- ARGV[1] namespace  ARGV[2] queue  ARGV[3..] job ids, in the order of KEYS[6..]
 -- Returns how many of the jobs existed (an id given twice counts once).
+local q = {timer = KEYS[1], ready = KEYS[2], dead = KEYS[3], prio = KEYS[4], meta = KEYS[5]}
 local found = 0
-for i = 4, #KEYS do
-    found = found + remove_job(KEYS[i], ARGV[1], ARGV[2], ARGV[i - 1], KEYS[1], KEYS[2], KEYS[3])
+for i = 6, #KEYS do
+    found = found + remove_job(KEYS[i], ARGV[1], ARGV[2], ARGV[i - 3], q)
 end
 return found

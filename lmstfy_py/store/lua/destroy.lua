@@ -1,17 +1,27 @@
--- destroy: drop one chunk of a queue's ready jobs with their data. The caller
--- repeats it until nothing is left, so Redis is never blocked for long.
--- KEYS[1] ready list  KEYS[2] wake list
--- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] chunk size
+-- destroy: drop one chunk of a list or sorted set of (tries, id) elements (a queue's ready
+-- list or priority set; a dead letter when purging) with the jobs' data. The caller repeats it
+-- until nothing is left, so Redis is never blocked for long.
+-- KEYS[1] the list or set  KEYS[2] the queue's wake list (deleted once KEYS[1] is empty)
+-- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] chunk size  ARGV[3] "z" for a sorted set
 -- Returns {jobs dropped, elements left}.
-local n = tonumber(ARGV[2])
-local elements = redis.call('LRANGE', KEYS[1], -n, -1)
+local n, zset = tonumber(ARGV[2]), ARGV[3] == 'z'
+local elements
+if zset then
+    elements = redis.call('ZRANGE', KEYS[1], 0, n - 1)
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
+else
+    elements = redis.call('LRANGE', KEYS[1], -n, -1)
+    redis.call('LTRIM', KEYS[1], 0, -n - 1)
+end
 local dropped = 0
 for _, element in ipairs(elements) do
     local _, id = struct.unpack('<HHc0', element)
-    dropped = dropped + redis.call('DEL', ARGV[1] .. id)
+    local job = ARGV[1] .. id
+    local unique_for = redis.call('HGET', job, 'u')
+    dropped = dropped + redis.call('DEL', job)
+    ended(job, unique_for)
 end
-redis.call('LTRIM', KEYS[1], 0, -n - 1)
-local left = redis.call('LLEN', KEYS[1])
+local left = zset and redis.call('ZCARD', KEYS[1]) or redis.call('LLEN', KEYS[1])
 if left == 0 then
     redis.call('DEL', KEYS[2])
 end

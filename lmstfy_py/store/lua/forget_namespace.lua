@@ -1,10 +1,11 @@
 -- forget_namespace: the last step of a purge. Only when nothing of the namespace waits any more
--- (no timer member, no ready or dead element in any queue it registered) are its queue registry
--- and wake lists deleted; else nothing changes and the purge goes round again. A plain DEL of
--- the timer would orphan a job another process published meanwhile: its data without its
--- member, never delivered, and with ttl 0 never expiring.
+-- (no timer member, no ready, priority or dead element in any queue it registered) are its
+-- queue registry, wake lists and queue meta hashes deleted; else nothing changes and the purge
+-- goes round again. A plain DEL of the timer would orphan a job another process published
+-- meanwhile: its data without its member, never delivered, and with ttl 0 never expiring.
 -- KEYS[1] timer zset  KEYS[2] queue registry set
--- ARGV[1..3] key prefixes "x/{ns}/" of ready lists, dead lists, wake lists
+-- ARGV[1..5] key prefixes "x/{ns}/" of ready lists, dead lists, wake lists, priority sets,
+-- meta hashes
 -- Queue keys are built from those prefixes: they share KEYS[1]'s hash tag, so the same slot.
 -- Returns 1 when the namespace was forgotten, 0 when something still waits.
 if redis.call('ZCARD', KEYS[1]) > 0 then
@@ -12,12 +13,13 @@ if redis.call('ZCARD', KEYS[1]) > 0 then
 end
 local queues = redis.call('SMEMBERS', KEYS[2])
 for _, q in ipairs(queues) do
-    if redis.call('LLEN', ARGV[1] .. q) > 0 or redis.call('LLEN', ARGV[2] .. q) > 0 then
+    if redis.call('LLEN', ARGV[1] .. q) > 0 or redis.call('LLEN', ARGV[2] .. q) > 0
+        or redis.call('EXISTS', ARGV[4] .. q) == 1 then
         return 0
     end
 end
 for _, q in ipairs(queues) do
-    redis.call('DEL', ARGV[3] .. q)
+    redis.call('DEL', ARGV[3] .. q, ARGV[5] .. q)
 end
 redis.call('DEL', KEYS[2])
 return 1

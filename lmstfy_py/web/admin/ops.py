@@ -15,11 +15,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from lmstfy_py.errors import NotFound
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Job
-from lmstfy_py.web import params
+from lmstfy_py.web import lifecycle, params
 from lmstfy_py.web.admin.request import engine_of, namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
+from lmstfy_py.web.target import job_id_of
 
 DEAD_PEEK_DEFAULT = 10
 DEAD_PEEK_MAX = 100
@@ -27,12 +28,12 @@ DEAD_PEEK_MAX = 100
 # -- namespaces ----------------------------------------------------------------------
 
 
-async def _queue_json(engine: Engine, ns: str, queue: str) -> dict[str, Any]:
+async def _queue_json(engine: JobStore, ns: str, queue: str) -> dict[str, Any]:
     size, dead = await engine.size(ns, queue), await engine.dead_letter_size(ns, queue)
     return {"queue": queue, "size": size, "deadletter_size": dead}
 
 
-async def _namespace_json(request: Request, engine: Engine, ns: str) -> dict[str, Any]:
+async def _namespace_json(request: Request, engine: JobStore, ns: str) -> dict[str, Any]:
     tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
     return {
         "namespace": ns,
@@ -67,7 +68,7 @@ async def delete_namespace(request: Request) -> Response:
 # -- dead letters --------------------------------------------------------------------
 
 
-def _dead_target(request: Request) -> tuple[Engine, str, str]:
+def _queue_target(request: Request) -> tuple[JobStore, str, str]:
     ns, queue = request.path_params["ns"], request.path_params["queue"]
     params.check_names(ns, queue)
     return engine_of(request), ns, queue
@@ -83,11 +84,11 @@ def _dead_job_json(job: Job) -> dict[str, Any]:
     }
 
 
-async def _peek_jobs(engine: Engine, ns: str, queue: str, job_ids: list[str]) -> list[dict[str, Any]]:
+async def _peek_jobs(engine: JobStore, ns: str, queue: str, job_ids: list[str]) -> list[dict[str, Any]]:
     jobs = []
     for job_id in job_ids:
         try:
-            jobs.append(_dead_job_json(await engine.peek_job(ns, queue, job_id)))
+            jobs.append(_dead_job_json((await engine.peek_job(ns, queue, job_id)).job))
         except NotFound:
             continue  # respawned or deleted since the ids were read
     return jobs
@@ -95,7 +96,7 @@ async def _peek_jobs(engine: Engine, ns: str, queue: str, job_ids: list[str]) ->
 
 async def peek_dead_letter(request: Request) -> Response:
     """The oldest `limit` dead jobs, oldest first, with their data."""
-    engine, ns, queue = _dead_target(request)
+    engine, ns, queue = _queue_target(request)
     limit = params.uint(request.query_params, "limit", DEAD_PEEK_DEFAULT, DEAD_PEEK_MAX, minimum=1)
     dead = await engine.dead_letter(ns, queue)
     jobs = await _peek_jobs(engine, ns, queue, await engine.dead_letter_ids(ns, queue, limit))
@@ -106,7 +107,7 @@ async def peek_dead_letter(request: Request) -> Response:
 
 async def respawn_dead_letter(request: Request) -> Response:
     """As the data plane's respawn: up to `limit` oldest dead jobs back to ready with a fresh ttl."""
-    engine, ns, queue = _dead_target(request)
+    engine, ns, queue = _queue_target(request)
     limit = params.limit(request.query_params)
     ttl = params.seconds(request.query_params, "ttl", runtime_of(request).config.defaults.ttl)
     count = await engine.respawn(ns, queue, limit, ttl * 1000)
@@ -115,9 +116,39 @@ async def respawn_dead_letter(request: Request) -> Response:
 
 async def delete_dead_letter(request: Request) -> Response:
     """Deletes up to `limit` oldest dead jobs; unlike the data plane's 204, says how many."""
-    engine, ns, queue = _dead_target(request)
-    count = await engine.bury(ns, queue, params.limit(request.query_params))
+    engine, ns, queue = _queue_target(request)
+    count = await engine.delete_dead(ns, queue, params.limit(request.query_params))
     return JSONResponse({"msg": "deleted", "count": count})
+
+
+async def dead_jobs(request: Request) -> Response:
+    """Beyond lmstfy, as the data plane's GET .../deadletter/jobs: a page of dead jobs with reasons."""
+    engine, ns, queue = _queue_target(request)
+    return await lifecycle.dead_page(engine, ns, queue, request.query_params)
+
+
+async def respawn_dead_job(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    defaults = runtime_of(request).config.defaults
+    return await lifecycle.respawn_dead_job(engine, ns, queue, job_id_of(request), request.query_params, defaults)
+
+
+async def delete_dead_job(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    return await lifecycle.delete_dead_job(engine, ns, queue, job_id_of(request))
+
+
+# -- pause ---------------------------------------------------------------------------
+
+
+async def pause(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    return await lifecycle.pause_queue(engine, ns, queue, paused=True)
+
+
+async def resume(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    return await lifecycle.pause_queue(engine, ns, queue, paused=False)
 
 
 # -- access log ----------------------------------------------------------------------
@@ -147,6 +178,11 @@ ROUTES: list[BaseRoute] = [
     route(DEAD_LETTER, "GET", peek_dead_letter),
     route(DEAD_LETTER, "PUT", respawn_dead_letter),
     route(DEAD_LETTER, "DELETE", delete_dead_letter),
+    route(DEAD_LETTER + "/jobs", "GET", dead_jobs),
+    route(DEAD_LETTER + "/job/{job_id}", "PUT", respawn_dead_job),
+    route(DEAD_LETTER + "/job/{job_id}", "DELETE", delete_dead_job),
+    route("/queues/{ns}/{queue}/pause", "PUT", pause),
+    route("/queues/{ns}/{queue}/pause", "DELETE", resume),
     route("/accesslog", "GET", get_access_log),
     route("/accesslog", "POST", set_access_log),
 ]

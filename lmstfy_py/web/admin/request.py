@@ -9,7 +9,7 @@ from starlette.requests import Request
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
 
 
@@ -27,7 +27,7 @@ def namespace_of(request: Request) -> str:
     return ns
 
 
-def engine_of(request: Request) -> Engine:
+def engine_of(request: Request) -> JobStore:
     runtime, pool = runtime_of(request), pool_of(request)
     # Admin routes answer an unknown pool with 400, as lmstfy's token routes do.
     if pool not in runtime.pools:

@@ -1,0 +1,35 @@
+-- release: a worker ends its reservation of a job without ACK. The job is ready again after
+-- `delay` (given, or else its backoff: at once for fixed, as when its ttr passes), or, with no
+-- tries left, goes to the dead letter. `reason` becomes its last error.
+-- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3..6] the queue's ready list, priority set, wake
+-- list, meta hash  KEYS[7] dead list
+-- ARGV[1] namespace  ARGV[2] queue  ARGV[3] job id  ARGV[4] now ms  ARGV[5] delay ms ("" = its
+-- backoff)  ARGV[6] reason ("" = none)
+-- Returns {"released", due ms, remaining tries}, {"buried"}, {"missing"} or {"not reserved"}.
+local job, timer = KEYS[1], KEYS[2]
+local q = {ready = KEYS[3], prio = KEYS[4], wake = KEYS[5], meta = KEYS[6]}
+local ns, qname, id, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local f = redis.call('HMGET', job, 's', 't', 'p', 'b', 'a')
+if not f[1] then
+    return {'missing'}
+end
+if f[1] ~= 'X' then
+    return {'not reserved'}
+end
+local tries = tonumber(f[2])
+redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
+count(q.meta, 'X', -1)
+if ARGV[6] ~= '' then
+    redis.call('HSET', job, 'e', ARGV[6])
+end
+if tries == 0 then
+    push_dead(job, KEYS[7], id, nil, now)
+    return {'buried'}
+end
+local delay = tonumber(ARGV[5]) or backoff_ms(f[4], tonumber(f[5]) or 1)
+if delay > 0 then
+    push_delayed(job, timer, q.meta, ns, qname, tries, id, now + delay)
+else
+    push_ready(job, q, tries, id, tonumber(f[3]) or 0)
+end
+return {'released', now + delay, tries}

@@ -1,0 +1,101 @@
+"""The JSON of successful answers, shaped in one place for both ports (errors are errors.py's)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+from starlette.responses import JSONResponse, Response
+
+from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueStats, Released
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def job_json(job: Job, consumed: bool) -> dict[str, Any]:
+    """lmstfy's job object; `consumed` adds its "msg"."""
+    shown: dict[str, Any] = {"msg": "new job"} if consumed else {}
+    shown.update(
+        namespace=job.namespace,
+        queue=job.queue,
+        job_id=job.job_id,
+        data=_b64(job.body),
+        ttl=job.ttl,
+        elapsed_ms=job.elapsed_ms,
+        remain_tries=job.remain_tries,
+        # lmstfy answers null for a versioned job published without any attribute.
+        attributes=job.attributes or None,
+    )
+    return shown
+
+
+def job_info_json(info: JobInfo) -> dict[str, Any]:
+    """lmstfy's job object and, beyond lmstfy, where the job is in its life."""
+    return {
+        **job_json(info.job, consumed=False),
+        "state": info.state,
+        "due_ms": info.due_ms,
+        "attempts": info.job.attempts,
+        "priority": info.priority,
+        "last_error": info.last_error,
+    }
+
+
+def published(result: Published) -> Response:
+    if not result.created:
+        return JSONResponse({"msg": "duplicate", "job_id": result.job_id})
+    return JSONResponse({"msg": "published", "job_id": result.job_id}, status_code=201)
+
+
+def published_many(results: Sequence[Published], ids_given: bool) -> Response:
+    """lmstfy's answer; with business ids, also those that were duplicates (nothing made for them)."""
+    shown: dict[str, Any] = {"msg": "published", "job_ids": [r.job_id for r in results]}
+    if not ids_given:
+        return JSONResponse(shown, status_code=201)
+    shown["duplicates"] = [r.job_id for r in results if not r.created]
+    if len(shown["duplicates"]) == len(results):
+        return JSONResponse({**shown, "msg": "duplicate"})
+    return JSONResponse(shown, status_code=201)
+
+
+def released(result: Released) -> Response:
+    if result.buried:
+        return JSONResponse({"msg": "buried"})
+    return JSONResponse({"msg": "released", "due_ms": result.due_ms, "remain_tries": result.remain_tries})
+
+
+def stats_json(ns: str, queue: str, stats: QueueStats) -> dict[str, Any]:
+    return {
+        "namespace": ns,
+        "queue": queue,
+        "ready": stats.ready,
+        "delayed": stats.delayed,
+        "reserved": stats.reserved,
+        "dead": stats.dead,
+        "paused": stats.paused,
+    }
+
+
+def dead_page_json(page: DeadPage) -> dict[str, Any]:
+    jobs = [
+        {
+            "job_id": job.job_id,
+            "data": _b64(job.body),
+            "attempts": job.attempts,
+            "last_error": job.last_error,
+            "died_ms": job.died_ms,
+        }
+        for job in page.jobs
+    ]
+    return {"jobs": jobs, "next": page.next}
+
+
+def message(msg: str) -> Response:
+    return JSONResponse({"msg": msg})
+
+
+def no_content() -> Response:
+    return Response(status_code=204)

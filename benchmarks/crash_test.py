@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Kill a real lmstfy-py server with SIGKILL under load, again and again, then account for every job.
 
-Producers publish and consumers consume+ACK over HTTP against one `lmstfy-py serve`
+Producers publish and consumers consume+ACK over HTTP (releasing a fifth of what they get and
+touching another fifth before its ACK) against one `lmstfy-py serve`
 process (embedded Redis in a temporary data dir, loopback ports). Every `--interval`
 seconds the server is killed with SIGKILL at whatever it was doing and started again on the
 same data dir. Afterwards the consumers drain the queue, and every job whose publish was
@@ -120,6 +121,8 @@ async def consume(client: httpx.AsyncClient, token: str, ledger: Ledger, stop: a
                 continue
             job_id = answer.json()["job_id"]
             ledger.deliveries[job_id] += 1
+            if await _released_or_touched(client, token, job_id):
+                continue  # it comes back (or, with no try left, goes to the dead letter)
             try:
                 acked = await client.delete(f"/api/{NS}/{QUEUE}/job/{job_id}", params={"token": token})
             except httpx.TransportError:
@@ -130,6 +133,18 @@ async def consume(client: httpx.AsyncClient, token: str, ledger: Ledger, stop: a
         except httpx.TransportError:
             ledger.errors["transport"] += 1
             await asyncio.sleep(0.05)
+
+
+async def _released_or_touched(client: httpx.AsyncClient, token: str, job_id: str) -> bool:
+    """A worker's other verbs in the mix: a fifth of the deliveries are released (now or after up to
+    200 ms), a fifth touched before their ACK. True when the job was released: it is not ACKed now."""
+    path, dice = f"/api/{NS}/{QUEUE}/job/{job_id}", random.random()
+    if dice < 0.2:
+        answer = await client.put(f"{path}/release", params={"token": token, "delay_ms": random.randrange(200)})
+        return answer.status_code == 200
+    if dice < 0.4:
+        await client.put(f"{path}/touch", params={"token": token, "ttr_ms": 2000})
+    return False
 
 
 async def dead_ids(redis: Redis) -> set[str]:

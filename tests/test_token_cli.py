@@ -37,7 +37,7 @@ ERROR_LINE = re.compile(r"token-cli: error: [^\n]+\n")
 def server(redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     redis_server.start()
     redis_server.flushall()
-    # One worker: the run-time access-log switch (test_accesslog_reads_and_switches) is per worker.
+    # One worker is enough here (the access-log switch reaches every worker anyway).
     tmp = tmp_path_factory.mktemp("token-cli")
     with Server(tmp, redis_url=redis_server.url, args=["--workers", "1"]) as running:
         yield running.start()
@@ -355,6 +355,41 @@ def test_deadletter_respawn_and_delete(server: Server, dead: DeadJobs) -> None:
         "msg": "deleted",
         "count": 0,
     }
+
+
+def test_deadletter_jobs_pages_with_reasons_and_one_job_is_respawned_or_deleted(server: Server) -> None:
+    ns = "cli-dead-by-id"
+    token = create_token(server, ns)
+    for name in ("first", "second", "third"):
+        answer = httpx.put(f"{server.data_url}/api/{ns}/q", params={"token": token, "job_id": name}, content=name)
+        assert answer.status_code == 201, answer.text
+    kill_jobs(server, token, ns, "q", 3)
+    page = lines(ok(run(server.admin_url, "deadletter-jobs", ns, "q", "--limit", "2")))
+    assert page[0].split() == ["JOB_ID", "ATTEMPTS", "DIED", "LAST_ERROR", "DATA"]
+    assert [line.split()[0] for line in page[1:3]] == ["first", "second"]
+    assert "ttr passed with no tries left" in page[1] and page[1].endswith("first")
+    assert page[3] == "more: --after second"
+    rest = json.loads(ok(run(server.admin_url, "--json", "deadletter-jobs", ns, "q", "--after", "second")))
+    assert [job["job_id"] for job in rest["jobs"]] == ["third"] and rest["next"] is None
+
+    assert (
+        ok(run(server.admin_url, "deadletter-respawn-job", ns, "q", "second", "--tries", "3")) == "respawned second\n"
+    )
+    assert ok(run(server.admin_url, "deadletter-delete-job", ns, "q", "third")) == "deleted third\n"
+    assert ready_size(server, ns, "q") == 1 and deadletter_size(server, ns, "q") == 1
+    gone = failed(run(server.admin_url, "deadletter-delete-job", ns, "q", "third"))
+    assert gone == "token-cli: error: 404 job not found in the dead letter\n"
+
+
+def test_pause_and_resume_a_queue(server: Server) -> None:
+    ns = "cli-paused"
+    token = create_token(server, ns)
+    publish(server, token, ns, "q", b"held")
+    assert ok(run(server.admin_url, "pause", ns, "q")) == f"paused {ns}/q\n"
+    consume = httpx.get(f"{server.data_url}/api/{ns}/q", params={"token": token})
+    assert consume.status_code == 404
+    assert json.loads(ok(run(server.admin_url, "--json", "resume", ns, "q"))) == {"msg": "resumed"}
+    assert httpx.get(f"{server.data_url}/api/{ns}/q", params={"token": token}).status_code == 200
 
 
 # -- access log ----------------------------------------------------------------------------------------

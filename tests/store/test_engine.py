@@ -13,9 +13,9 @@ from lmstfy_py import ids
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, pools
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import NewJob
+from lmstfy_py.types import NewJob, QueueStats
 
 NS, Q = "ns1", "q1"
 
@@ -296,3 +296,35 @@ def timer_member_id(member: bytes) -> str:
 async def scan_keys(engine: Engine, pattern: str) -> AsyncIterator[bytes]:
     async for key in engine.redis.scan_iter(match=pattern, count=1000):
         yield key
+
+
+async def test_counts_stay_right_when_jobs_expire_on_the_timer(engine: Engine, pump: Pump) -> None:
+    """A delayed or reserved job whose ttl ends on the timer leaves the delayed/reserved count all the
+    same: its timer member says which count it was in (a reservation's ends with "X")."""
+    await engine.publish(NS, Q, NewJob(b"reserved", ttl_ms=200, tries=2))
+    await engine.consume(NS, [Q], ttr_ms=400, timeout_ms=0, count=1)
+    await engine.publish(NS, "other", NewJob(b"delayed", ttl_ms=300, delay_ms=300))
+    assert (await engine.stats(NS, Q)).reserved == 1 and (await engine.stats(NS, "other")).delayed == 1
+
+    async def all_gone() -> bool:
+        return await engine.timer_size(NS) == 0
+
+    assert await eventually(all_gone)
+    assert (await engine.stats(NS, Q), await engine.stats(NS, "other")) == (
+        QueueStats(ready=0, delayed=0, reserved=0, dead=0, paused=False),
+        QueueStats(ready=0, delayed=0, reserved=0, dead=0, paused=False),
+    )
+    assert await orphan_jobs(engine, NS) == []
+
+
+async def test_a_timer_member_of_an_older_version_is_still_moved(engine: Engine, pump: Pump) -> None:
+    """Members stored before reservations were marked ("X") are moved as before: to ready."""
+    job_id = (await engine.publish(NS, Q, NewJob(b"old", tries=2))).job_id
+    assert len(await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=0, count=1)) == 1
+    # Rewrite the reservation as an older lmstfy-py stored it: no "X", state "T".
+    await engine.redis.zrem(keys.timer(NS), keys.pack_timer_member(NS, Q, 1, job_id, reserved=True))
+    await engine.redis.zadd(keys.timer(NS), {keys.pack_timer_member(NS, Q, 1, job_id): now_ms() + 50})
+    await engine.redis.hset(keys.job(NS, Q, job_id), "s", "T")
+    await engine.redis.zadd(keys.DUE_INDEX, {NS: now_ms() + 50})
+    [again] = await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=3000, count=1)
+    assert (again.job_id, again.remain_tries) == (job_id, 0)

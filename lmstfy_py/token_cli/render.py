@@ -1,0 +1,141 @@
+"""What token-cli prints for people: aligned tables and short lines (--json prints the answer as is)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+import urllib.parse
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+PREVIEW_CHARS = 60
+LIMIT_KEYS = ("read", "write", "interval")
+DEFAULT_POOL = "default"
+
+
+def path(*segments: str) -> str:
+    return "/" + "/".join(urllib.parse.quote(segment, safe="") for segment in segments)
+
+
+def pooled(token: str, pool: str | None) -> str:
+    """lmstfy's "pool:token" form: how a token of another pool is named in a path."""
+    return f"{pool}:{token}" if pool and pool != DEFAULT_POOL and ":" not in token else token
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str) -> str:
+    """Columns padded to their widest cell; numbers right-aligned."""
+    body = [list(row) for row in rows]
+    if not body:
+        return empty
+    cells = [list(headers), *([str(cell) for cell in row] for row in body)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    numeric = [all(isinstance(row[i], int) for row in body) for i in range(len(headers))]
+    lines = [
+        "  ".join(cell.rjust(w) if num else cell.ljust(w) for cell, w, num in zip(row, widths, numeric, strict=True))
+        for row in cells
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def fields(values: Mapping[str, object]) -> str:
+    width = max((len(key) for key in values), default=0)
+    return "\n".join(f"{key.ljust(width)}  {value}" for key, value in values.items())
+
+
+def preview(data_b64: str) -> str:
+    """A job's data for a terminal: the text itself (escaped, cut short) when it is UTF-8."""
+    try:
+        raw = base64.b64decode(data_b64, validate=True)
+    except binascii.Error:
+        return "<not base64>"
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return f"<{len(raw)} bytes, binary>"
+    shown = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    return shown if len(shown) <= PREVIEW_CHARS else shown[: PREVIEW_CHARS - 3] + "..."
+
+
+def duration(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    seconds = ms // 1000
+    for unit, size, sub_unit, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}{(seconds % size) // sub_size}{sub_unit}"
+    return f"{ms / 1000:.1f}s"
+
+
+def attributes(attrs: Mapping[str, str] | None) -> str:
+    return ",".join(f"{key}={value}" for key, value in attrs.items()) if attrs else "-"
+
+
+def count(value: object) -> object:
+    """A count the server may send as a number or as the collection itself."""
+    return len(value) if isinstance(value, list | dict) else value
+
+
+def render_info(answer: Mapping[str, list[str]]) -> str:
+    rows = [[ns, ", ".join(queues)] for ns, queues in sorted(answer.items())]
+    return table(["NAMESPACE", "QUEUES"], rows, empty="no namespaces")
+
+
+def render_namespaces(answer: Mapping[str, Any]) -> str:
+    rows: list[list[object]] = []
+    for ns in answer.get("namespaces", []):
+        first = [ns["namespace"], count(ns.get("tokens", 0)), ns.get("timer_size", 0)]
+        queues = ns.get("queues") or [{"queue": "-", "size": "", "deadletter_size": ""}]
+        for i, queue in enumerate(queues):
+            lead = first if i == 0 else ["", "", ""]
+            rows.append([*lead, queue["queue"], queue["size"], queue["deadletter_size"]])
+    headers = ["NAMESPACE", "TOKENS", "TIMER", "QUEUE", "READY", "DEADLETTER"]
+    return table(headers, rows, empty=f"no namespaces in pool {answer.get('pool', DEFAULT_POOL)}")
+
+
+def render_namespace_deleted(answer: Mapping[str, Any]) -> str:
+    counts = f"{answer['tokens_deleted']} tokens, {answer['limits_deleted']} limits, {answer['jobs_deleted']} jobs"
+    return f"deleted namespace {answer['namespace']}: {counts}"
+
+
+def render_tokens(answer: Mapping[str, Mapping[str, str]]) -> str:
+    return table(["TOKEN", "DESCRIPTION"], sorted(answer["tokens"].items()), empty="no tokens")
+
+
+def render_limits(answer: Sequence[Mapping[str, Any]]) -> str:
+    ordered = sorted(answer, key=lambda item: (item["namespace"], item["token"]))
+    rows = [[item["namespace"], item["token"], *(item["limiter"][key] for key in LIMIT_KEYS)] for item in ordered]
+    return table(["NAMESPACE", "TOKEN", "READ", "WRITE", "INTERVAL"], rows, empty="no limits")
+
+
+def render_deadletter(answer: Mapping[str, Any]) -> str:
+    head = f"{answer['namespace']}/{answer['queue']}: {answer['deadletter_size']} dead jobs"
+    if answer.get("deadletter_head"):
+        head += f", oldest {answer['deadletter_head']}"
+    rows = [_dead_job_row(job) for job in answer.get("jobs", [])]
+    return head + "\n" + table(["JOB_ID", "TTL", "AGE", "ATTRIBUTES", "DATA"], rows, empty="") if rows else head
+
+
+def _dead_job_row(job: Mapping[str, Any]) -> list[object]:
+    ttl = job["ttl"] or "forever"  # lmstfy's ttl 0: the job never expires
+    return [job["job_id"], ttl, duration(job["elapsed_ms"]), attributes(job.get("attributes")), preview(job["data"])]
+
+
+def render_limit(limiter: Mapping[str, Any]) -> str:
+    return f"read {limiter['read']}, write {limiter['write']} per {limiter['interval']}s"
+
+
+def render_dead_page(answer: Mapping[str, Any]) -> str:
+    rows = [
+        [job["job_id"], job["attempts"], died(job["died_ms"]), job["last_error"] or "", preview(job["data"])]
+        for job in answer["jobs"]
+    ]
+    text = table(["JOB_ID", "ATTEMPTS", "DIED", "LAST_ERROR", "DATA"], rows, empty="no dead jobs")
+    return text + (f"\nmore: --after {answer['next']}" if answer.get("next") else "")
+
+
+def died(ms: int | None) -> str:
+    return "-" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))

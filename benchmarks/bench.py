@@ -430,12 +430,13 @@ class Target:
     clients: int
     duration: float
     ack_conns: int
+    query: dict[str, str] = field(default_factory=dict)  # more parameters on every request (--query)
 
     def path(self, queue: str, *rest: str) -> str:
         return "/".join([f"/api/{self.ns}/{queue}", *rest])
 
     def params(self, **more: Any) -> dict[str, Any]:
-        return {"token": self.token, **more}
+        return {"token": self.token, **self.query, **more}
 
     def connect(self) -> Connection:
         return Connection(*self.data)
@@ -824,7 +825,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"bench: server pids {procs}, redis {redis_target.describe() if redis_target else 'unknown'}", flush=True)
     print(f"bench: {machine()}", flush=True)
     meter = Meter(procs, redis_target.client() if redis_target else None)
-    base = Target(data, "", "", args.clients, args.duration, args.ack_conns)
+    base = Target(data, "", "", args.clients, args.duration, args.ack_conns, dict(args.query))
     results = await run_scenarios(args, base, meter)
     return await ceilings(args, results, redis_target)
 
@@ -911,6 +912,13 @@ def names(text: str, allowed: list[str]) -> list[str]:
     return chosen
 
 
+def query_pairs(text: str) -> dict[str, str]:
+    pairs = [pair.partition("=") for pair in text.split(",") if pair]
+    if any(not sep for _, sep, _ in pairs):
+        raise argparse.ArgumentTypeError(f"expected K=V,... not {text!r}")
+    return {key: value for key, _, value in pairs}
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:7777", help="data API of the running server")
@@ -929,6 +937,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--redis-pid", type=int)
     parser.add_argument("--redis-socket", help="the server's Redis unix socket (embedded: <data-dir>/redis.sock)")
     parser.add_argument("--redis-url", help="the server's Redis URL (an external Redis)")
+    parser.add_argument(
+        "--query",
+        type=query_pairs,
+        default={},
+        metavar="K=V,...",
+        help="more query parameters on every request, e.g. priority=5",
+    )
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE")
     parser.add_argument("--markdown", action="store_true", help="also print the results as a Markdown table")
     return parser.parse_args(argv)

@@ -60,3 +60,18 @@ def test_bench_finds_a_server_with_workers_as_their_supervisor(server: Server, t
     assert f"server={server.proc.pid}, redis={server.redis_pid}" in done.stdout, done.stdout + done.stderr
     results = {r["name"]: r for r in json.loads((tmp_path / "bench.json").read_text())["results"]}
     assert results["publish"]["server_cpu_pct"] > 0
+
+
+def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
+    """One server as A and B, B publishing with a priority: the table of medians and ratios B/A."""
+    ab = BENCH.parent / "ab.py"
+    sides = ["--a", server.data_url, server.admin_url, "--b", server.data_url, server.admin_url]
+    args = [*sides, "--b-query", "priority=5", "--rounds", "2", "--duration", "0.5", "--clients", "2", "--settle", "0"]
+    done = subprocess.run([sys.executable, str(ab), *args], capture_output=True, text=True, timeout=BENCH_TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("ab: round") == 4  # two rounds, A and B each
+    table = done.stdout.splitlines()[-3:]
+    assert table[0].split() == ["scenario", "A", "req/s", "B", "req/s", "B/A", "A", "jobs/s", "B", "jobs/s", "B/A"]
+    for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
+        name, *figures = row.split()
+        assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row

@@ -25,6 +25,7 @@ LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py"}
 # Every program, and the test that runs it.
 RUN_BY = {
     "benchmarks/bench.py": "tests/test_bench.py::test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace",
+    "benchmarks/ab.py": "tests/test_bench.py::test_ab_compares_two_servers_round_by_round",
     "benchmarks/bench_app.py": "tests/test_programs.py::test_bench_app",
     "benchmarks/bench_http_servers.py": "tests/test_programs.py::test_bench_http_servers",
     "benchmarks/bench_longpolls.py": "tests/test_programs.py::test_bench_longpolls",

@@ -204,6 +204,22 @@ async def test_unique_for_keeps_the_id_taken_after_the_job_ended(api: Api) -> No
     assert (await publish(api, job_id="pay-7", unique_for=1)).status_code == 201
 
 
+async def test_unique_for_also_holds_after_a_ttl_or_a_dead_letter_delete(api: Api) -> None:
+    await publish(api, job_id="expiring", ttl=1, unique_for=1)
+    await publish(api, job_id="deleted", unique_for=2)
+    await reserve(api, ttr_ms=60_000)  # "expiring", the first published
+    job_id = await reserve(api, ttr_ms=60_000)
+    await put(api, f"/job/{job_id}/bury")
+    assert (await api.client.delete("/api/ns/q/deadletter/job/deleted", headers=api.headers)).status_code == 204
+    await asyncio.sleep(1.1)  # "expiring" has expired by its ttl
+    assert (await api.get("/job/expiring")).status_code == 404
+    for name in ("expiring", "deleted"):  # taken until its ttl + 1 s, and 2 s after its delete
+        assert (await publish(api, job_id=name, unique_for=1)).json()["msg"] == "duplicate", name
+    await asyncio.sleep(1.1)
+    for name in ("expiring", "deleted"):
+        assert (await publish(api, job_id=name)).status_code == 201, name
+
+
 async def test_a_bulk_names_each_job_and_reports_its_duplicates(api: Api) -> None:
     await publish(api, job_id="b2")
     answer = await api.client.put(

@@ -167,6 +167,9 @@ def test_a_second_server_on_a_busy_port_exits_2_naming_it(make_server: Callable[
         ('[server]\nport = "seven"\n', [], "[server] port: expected an integer"),
         ("[server]\nport = 7000\n", ["--admin-port", "7000"], "--admin-port: must differ from port"),
         ("[sever]\n", [], "unknown section [sever]"),
+        ("", ["--fsync", "sometimes"], '--fsync: expected "everysec" or "always", got "sometimes"'),
+        ('[server]\nfsync = "no"\n', [], '[server] fsync: expected "everysec" or "always", got "no"'),
+        ("[server]\nfsync = 1\n", [], "[server] fsync: expected a string, got an integer"),
     ],
 )
 def test_a_bad_config_exits_2_with_one_line(tmp_path: Path, config_text: str, flags: list[str], named: str) -> None:

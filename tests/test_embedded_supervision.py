@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ import pytest
 import redis
 
 from lmstfy_py.store.embedded import LOG_FILE, SOCKET_FILE, ping
-from tests.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_server, redis_pids, serve_command
+from tests.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_server, redis_pids
 
 __all__ = ["make_server"]  # the fixture, imported to be used here
 
@@ -294,27 +293,3 @@ def test_the_embedded_redis_runs_with_the_chosen_fsync(make_server: Callable[[],
     assert appendfsync(server) == "always"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
-
-
-@pytest.mark.parametrize(
-    ("config_text", "flags", "named"),
-    [
-        ("", ["--fsync", "sometimes"], '--fsync: expected "everysec" or "always", got "sometimes"'),
-        ('[server]\nfsync = "no"\n', [], '[server] fsync: expected "everysec" or "always", got "no"'),
-        ("[server]\nfsync = 1\n", [], "[server] fsync: expected a string, got an integer"),
-    ],
-)
-def test_a_bad_fsync_exits_2_with_one_line(tmp_path: Path, config_text: str, flags: list[str], named: str) -> None:
-    config = tmp_path / "bad.toml"
-    config.write_text(config_text)
-    done = subprocess.run(
-        [*serve_command(), "--config", str(config), "--data-dir", str(tmp_path / "data"), *flags],
-        capture_output=True,
-        text=True,
-        timeout=15,
-    )
-    assert done.returncode == 2
-    assert done.stderr.startswith("lmstfy-py: error: ")
-    assert named in done.stderr
-    assert done.stderr.count("\n") == 1, done.stderr
-    assert not (tmp_path / "data").exists()  # refused before touching anything

@@ -339,26 +339,33 @@ def test_a_stopping_server_refuses_new_connections_at_once(make_server: Callable
     assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
 
 
-@LINUX_ONLY
-def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_server: Callable[[], Server]) -> None:
-    server = make_server().start("--workers", "1")
-    token = create_token(server)
-    assert server.proc is not None
+def stopped_while_frozen(server: Server, token: str, connect: Callable[[], list[socket.socket]]) -> None:
+    """Freezes the server, makes its clients (`connect`) send a publish each, sends SIGTERM, thaws it,
+    and checks what a client relies on: every publish answered 201 with `Connection: close`, every
+    connection then closed, the server gone with exit 0."""
     server.signal(signal.SIGSTOP)
     try:
-        # The kernel accepts these for the frozen process, and queues them with their requests.
-        clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
-        for number, client in enumerate(clients):
-            client.sendall(publish_head(token, 1) + str(number % 10).encode())
+        clients = connect()
+        for client in clients:
+            client.sendall(publish_head(token, 1) + b"b")
         server.signal(signal.SIGTERM)
     finally:
         server.signal(signal.SIGCONT)
     answers = [read_answer(client) for client in clients]
-    assert [(answer.status, answer.headers.get("connection")) for answer in answers] == [(201, "close")] * 8
+    assert [(answer.status, answer.headers.get("connection")) for answer in answers] == [(201, "close")] * len(clients)
     assert all(closed_by_server(client, LATE_S) for client in clients)
     for client in clients:
         client.close()
     assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
+
+
+@LINUX_ONLY
+def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_server: Callable[[], Server]) -> None:
+    server = make_server().start("--workers", "1")
+    # The kernel accepts these for the frozen process, and queues them with their requests.
+    stopped_while_frozen(
+        server, create_token(server), lambda: [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
+    )
 
 
 @LINUX_ONLY
@@ -373,19 +380,7 @@ def test_requests_waiting_on_keep_alive_connections_at_sigterm_are_answered_and_
     for client in clients:  # each a keep-alive connection with a request behind it
         client.sendall(publish_head(token, 1) + b"a")
         assert read_answer(client).status == 201
-    server.signal(signal.SIGSTOP)
-    try:
-        for client in clients:
-            client.sendall(publish_head(token, 1) + b"b")
-        server.signal(signal.SIGTERM)
-    finally:
-        server.signal(signal.SIGCONT)
-    answers = [read_answer(client) for client in clients]
-    assert [(answer.status, answer.headers.get("connection")) for answer in answers] == [(201, "close")] * 8
-    assert all(closed_by_server(client, LATE_S) for client in clients)
-    for client in clients:
-        client.close()
-    assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
+    stopped_while_frozen(server, token, lambda: clients)
 
 
 # -- SIGTERM under load ------------------------------------------------------------------------

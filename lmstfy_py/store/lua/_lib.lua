@@ -107,6 +107,19 @@ local function ended(job_key, unique_for)
     end
 end
 
+-- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
+-- answer a worker verb gives: {"missing"} or {"not reserved"}.
+local function reserved_tries(job_key)
+    local f = redis.call('HMGET', job_key, 's', 't')
+    if not f[1] then
+        return nil, {'missing'}
+    end
+    if f[1] ~= 'X' then
+        return nil, {'not reserved'}
+    end
+    return tonumber(f[2])
+end
+
 -- Removes every record of a job: the element where it waits (field s says where, field t
 -- with which tries it was packed, p whether in the priority set), then its data.
 -- q = {timer, ready, dead, prio, meta}

@@ -9,14 +9,11 @@
 local job, timer = KEYS[1], KEYS[2]
 local q = {ready = KEYS[3], prio = KEYS[4], wake = KEYS[5], meta = KEYS[6]}
 local ns, qname, id, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local f = redis.call('HMGET', job, 's', 't', 'p', 'b', 'a')
-if not f[1] then
-    return {'missing'}
+local tries, refusal = reserved_tries(job)
+if not tries then
+    return refusal
 end
-if f[1] ~= 'X' then
-    return {'not reserved'}
-end
-local tries = tonumber(f[2])
+local f = redis.call('HMGET', job, 'p', 'b', 'a')
 redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
 count(q.meta, 'X', -1)
 if ARGV[6] ~= '' then
@@ -26,10 +23,10 @@ if tries == 0 then
     push_dead(job, KEYS[7], id, nil, now)
     return {'buried'}
 end
-local delay = tonumber(ARGV[5]) or backoff_ms(f[4], tonumber(f[5]) or 1)
+local delay = tonumber(ARGV[5]) or backoff_ms(f[2], tonumber(f[3]) or 1)
 if delay > 0 then
     push_delayed(job, timer, q.meta, ns, qname, tries, id, now + delay)
 else
-    push_ready(job, q, tries, id, tonumber(f[3]) or 0)
+    push_ready(job, q, tries, id, tonumber(f[1]) or 0)
 end
 return {'released', now + delay, tries}

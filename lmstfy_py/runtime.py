@@ -1,23 +1,34 @@
-"""Everything one server process holds while it runs: pools, tokens, pumps.
+"""Everything one server process holds while it runs: pools, the admin stores, background loops.
 
-Built once from the Config and handed to the web apps explicitly (no module
-globals), so tests can build as many as they need.
+Built once from the Config and handed to the web apps explicitly (no module globals), so tests
+can build as many as they need. `start` is the one place where the parts are wired together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from lmstfy_py import metrics
 from lmstfy_py.admin import switches
 from lmstfy_py.admin.limits import LimitStore
+from lmstfy_py.admin.pushers import PusherStore
 from lmstfy_py.admin.switches import Switch
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
+from lmstfy_py.push.manager import PushManager
 from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
+
+
+class Background(Protocol):
+    """A part that runs tasks.Loops of its own between start and stop."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 @dataclass
@@ -26,11 +37,14 @@ class Runtime:
     pools: Pools
     tokens: TokenStore
     limits: LimitStore
+    pushers: PusherStore  # the configurations; the admin API changes them
     pumps: list[Pump] = field(default_factory=list)
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
+    push: PushManager | None = None  # runs this process's push groups
     # Switched at run time by POST /accesslog on any process (admin/switches.py).
     access_log_switch: Switch | None = None
+    background: list[Background] = field(default_factory=list)  # started in order, stopped in reverse
 
     @property
     def access_log(self) -> bool:
@@ -39,30 +53,32 @@ class Runtime:
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
-        health checks, metrics collector), which tests of the web layer alone go without."""
-        # The wiring, in one place: every engine is counted by the metrics and tells its pool's
-        # timer pump of the timers it adds.
+        health checks, metrics collector, pushers), which tests of the web layer alone go without."""
+        # Every engine is counted by the metrics and tells its pool's timer pump of the timers it adds.
         timers = {name: TimerSignal() for name in config.pools}
         pools = Pools.connect(config.pools, metrics.EngineMetrics(), timers)
-        # Tokens, limits and switches live in the admin pool's own Redis (the old one while it migrates).
+        # Tokens, limits, switches and pushers live in the admin pool's own Redis (the old one while it migrates).
         admin = pools.own(config.admin_pool).redis
-        runtime = cls(config, pools, TokenStore(admin, pools.names()), LimitStore(admin, pools.names()))
+        names = pools.names()
+        runtime = cls(config, pools, TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names))
         await runtime.limits.start()
         runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
         runtime.access_log_switch.start()
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
-            runtime.collector.start()
             runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
-            for check in runtime.health:
-                check.start()
-            for pump in runtime.pumps:
-                pump.start()
+            runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
+            await runtime.push.start()
+            runtime.background = [runtime.collector, *runtime.health, *runtime.pumps, runtime.pushers]
+            for part in runtime.background:
+                part.start()
         return runtime
 
     async def stop_waiting(self) -> None:
-        """Answers every waiting long-poll now; the first step of a graceful stop."""
+        """Answers every waiting long-poll now and stops pushing; the first step of a graceful stop."""
+        if self.push is not None:
+            await self.push.stop()  # its long-polls would otherwise start again at once
         for engine in self.pools.engines():
             await engine.stop_waiting()
 
@@ -70,10 +86,8 @@ class Runtime:
         await self.limits.stop()
         if self.access_log_switch is not None:
             await self.access_log_switch.stop()
-        if self.collector is not None:
-            await self.collector.stop()
-        for pump in self.pumps:
-            await pump.stop()
-        for check in self.health:
-            await check.stop()
+        for part in reversed(self.background):
+            await part.stop()
+        if self.push is not None:
+            await self.push.stop()
         await self.pools.close()

@@ -24,6 +24,10 @@ class Backoff:
         """As the scripts keep it in the job (field b)."""
         return f"{self.base_ms}:{self.max_ms}"
 
+    def delay_ms(self, attempts: int) -> int:
+        """The wait after `attempts` deliveries (lua/_lib.lua's backoff_ms, for a pusher's failures)."""
+        return int(min(self.base_ms * 2.0 ** min(max(attempts, 1) - 1, 62), self.max_ms))
+
 
 @dataclass(frozen=True, slots=True)
 class NewJob:

@@ -33,6 +33,8 @@ from lmstfy_py.metrics.recording import (
     EngineMetrics,
     observe_lmstfy_request,
     observe_request,
+    push_consumed,
+    pushed,
     rate_limit_hit,
 )
 
@@ -46,6 +48,8 @@ __all__ = [
     "new_directory",
     "observe_lmstfy_request",
     "observe_request",
+    "push_consumed",
+    "pushed",
     "rate_limit_hit",
     "remove_directory",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, Summary
 
 LMSTFY_PREFIX = "infra_lmstfy_"
 
@@ -81,6 +81,17 @@ RATE_LIMIT = _counter("infra_lmstfy_http_rate_limit", ("pool", "namespace", "tok
 
 ROUTE_LABELS = ("app", "method", "route", "status")
 HTTP_SECONDS = _histogram("lmstfy_http_request_duration_seconds", ROUTE_LABELS, SECONDS_BUCKETS, "HTTP request latency")
+
+# lmstfy's pusher families (its push/metrics.go): summaries there, here count and sum (the
+# multiprocess mode computes no quantiles), labelled by the pushed job's queue.
+_PUSHER = "infra_lmstfy_pusher_"
+PUSH_CONSUME_MS = Summary(_PUSHER + "consume_latency_milliseconds", "latencies", _QUEUE, registry=None)
+PUSH_LATENCY_MS = Summary(_PUSHER + "push_latency_milliseconds", "push http latencies", _QUEUE, registry=None)
+PUSH_HTTP_CODES = Counter(_PUSHER + "push_http_codes", "push response code", (*_QUEUE, "code"), registry=None)
+# lmstfy-py's own: every delivery by group and outcome (an HTTP status, "timeout" or "unreachable").
+PUSH_DELIVERIES = Counter(
+    "lmstfy_push_deliveries", "push deliveries by outcome", ("pool", "namespace", "group", "outcome"), registry=None
+)
 
 # lmstfy-py's own: background loops (tasks.Loop) restarted after an unexpected exception, by loop kind.
 LOOP_RESTARTS = Counter(

@@ -25,6 +25,10 @@ from lmstfy_py.metrics.families import (
     JOB_ACK_ELAPSED_MS,
     JOB_ELAPSED_MS,
     PUBLISH_QUEUE_JOBS,
+    PUSH_CONSUME_MS,
+    PUSH_DELIVERIES,
+    PUSH_HTTP_CODES,
+    PUSH_LATENCY_MS,
     QUEUE_DIRECT_PUSH_JOBS,
     RATE_LIMIT,
     TIMER_ADD_JOBS,
@@ -116,6 +120,25 @@ def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
     """A publish ("produce") or consume ("consume") refused with 429 by the token's limit."""
     directory()
     series(RATE_LIMIT, pool, ns, token_label(token), action).inc()
+
+
+# -- what the pushers report ---------------------------------------------------------------
+
+
+@_never_raises
+def pushed(pool: str, ns: str, group: str, queue: str, outcome: str, seconds: float) -> None:
+    """One delivery of a push group: `outcome` an HTTP status, "timeout" or "unreachable"."""
+    directory()
+    series(PUSH_LATENCY_MS, pool, ns, queue).observe(seconds * 1000)
+    series(PUSH_HTTP_CODES, pool, ns, queue, outcome if outcome.isdigit() else "0").inc()
+    series(PUSH_DELIVERIES, pool, ns, group, outcome).inc()
+
+
+@_never_raises
+def push_consumed(pool: str, ns: str, queue: str, seconds: float) -> None:
+    """A push group's consume that got jobs, as lmstfy times it (for each queue it took from)."""
+    directory()
+    series(PUSH_CONSUME_MS, pool, ns, queue).observe(seconds * 1000)
 
 
 # -- what the engine reports ---------------------------------------------------------------

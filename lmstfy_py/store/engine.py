@@ -201,23 +201,28 @@ class Engine:
 
     # -- consume ---------------------------------------------------------------------------
 
-    async def consume(self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int) -> list[Job]:
-        """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms."""
+    async def consume(
+        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, frozen: bool = False
+    ) -> list[Job]:
+        """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms.
+
+        `frozen`: the deliveries use up no try (a pusher's, as lmstfy's: retried until the ttl).
+        """
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
-            jobs = await self.reserve(ns, queues, ttr_ms, count)
+            jobs = await self.reserve(ns, queues, ttr_ms, count, frozen)
             left = deadline - time.monotonic()
             if jobs or left <= 0 or self.stopping:
                 self.observer.consumed(self.pool, ns, queues, count, jobs)
                 return jobs
             await self.wait_for_wake(ns, queues, min(left, WAIT_SLICE_S))
 
-    async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int) -> list[Job]:
+    async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         due = now_ms() + ttr_ms
         call_keys = [keys.timer(ns)]
         for queue in queues:
             call_keys += _queue_keys(ns, queue)
-        args: list[Arg] = [due, count, ns, keys.job_prefix(ns), *queues]
+        args: list[Arg] = [due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", *queues]
         flat, _ = await run_pipeline(
             self.script_client, [(self.scripts.reserve, call_keys, args)], [_index_due(ns, due)]
         )

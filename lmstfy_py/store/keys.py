@@ -110,6 +110,15 @@ LIMITS = "lm/{limits}"  # hash: limit_field(pool, ns, token) -> JSON {"read","wr
 LIMITS_VERSION = "lmv/{limits}"  # string: bumped by every change of LIMITS, polled by every process
 
 
+# Pusher configurations (admin Redis), where lmstfy keeps them (admin/pushers.py).
+PUSH_METAS = "__push_metas__"  # hash: push_meta_field(pool, ns, group) -> pusher JSON
+PUSH_METAS_VERSION = "__push_metas_version__"  # string: bumped by every change of PUSH_METAS
+
+
+def push_meta_field(pool: str, ns: str, group: str) -> str:
+    return f"pm/{pool}/{ns}/{group}"
+
+
 # Run-time switches (admin Redis): a hash {state, version} each (admin/switches.py).
 ACCESS_LOG_SWITCH = "sw/accesslog"
 

@@ -87,11 +87,13 @@ class MigrationEngine:
 
     # -- consume ---------------------------------------------------------------------------
 
-    async def consume(self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int) -> list[Job]:
+    async def consume(
+        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, frozen: bool = False
+    ) -> list[Job]:
         deadline = time.monotonic() + timeout_ms / 1000
         engines = (self.old, self.new)
         while True:
-            source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count)
+            source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count, frozen)
             left = deadline - time.monotonic()
             if jobs or left <= 0 or self.stopping:
                 # Counted by the pool that held the jobs, as its own consumes are.
@@ -229,11 +231,11 @@ class MigrationEngine:
 
 
 async def _reserve_first(
-    engines: Sequence[Engine], ns: str, queues: Sequence[str], ttr_ms: int, count: int
+    engines: Sequence[Engine], ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool
 ) -> tuple[Engine, list[Job]]:
     """The first engine with jobs and its jobs; the last engine and [] when none has any."""
     for engine in engines:
-        jobs = await engine.reserve(ns, queues, ttr_ms, count)
+        jobs = await engine.reserve(ns, queues, ttr_ms, count, frozen)
         if jobs:
             return engine, jobs
     return engines[-1], []

@@ -107,6 +107,40 @@ local function ended(job_key, unique_for)
     end
 end
 
+-- Stores a new job and makes it ready now, or puts it on the timer (publish.lua, cron_fire.lua).
+-- j = {key, tombstone, registry, timer}, q = the queue's {ready, prio, wake, meta};
+-- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, now, priority, unique_for (ms),
+-- backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
+-- its id is still taken (unique_for): nothing is stored.
+local function create_job(j, q, ns, qname, id, new)
+    if redis.call('EXISTS', j.key) == 1 or redis.call('EXISTS', j.tombstone) == 1 then
+        return 0
+    end
+    redis.call('HSET', j.key, 'd', new.data, 'c', new.now)
+    if new.priority > 0 then
+        redis.call('HSET', j.key, 'p', new.priority)
+    end
+    if new.backoff ~= '' then
+        redis.call('HSET', j.key, 'b', new.backoff)
+    end
+    if new.ttl > 0 then
+        redis.call('PEXPIRE', j.key, new.ttl)
+    end
+    if new.unique_for > 0 then
+        redis.call('HSET', j.key, 'u', new.unique_for)
+        if new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
+            redis.call('SET', j.tombstone, '1', 'PX', new.ttl + new.unique_for)
+        end
+    end
+    redis.call('SADD', j.registry, qname)
+    if new.due > 0 then
+        push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due)
+    else
+        push_ready(j.key, q, new.tries, id, new.priority)
+    end
+    return 1
+end
+
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
 -- answer a worker verb gives: {"missing"} or {"not reserved"}.
 local function reserved_tries(job_key)

@@ -8,39 +8,14 @@
 -- ARGV[12] id of the job it replaces (republish only)
 -- Returns 1, or 0 when a job with this id is alive in the queue or its id is still taken
 -- (unique_for): nothing is created, and a retried call does nothing twice.
-local job, timer = KEYS[1], KEYS[2]
-local q = {timer = timer, ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
+local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
-local ttl, due, tries = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local priority, unique_for = tonumber(ARGV[9]), tonumber(ARGV[10])
-
 if #KEYS == 10 then
     remove_job(KEYS[10], ns, qname, ARGV[12], q)
 end
-if redis.call('EXISTS', job) == 1 or redis.call('EXISTS', KEYS[4]) == 1 then
-    return 0
-end
-
-redis.call('HSET', job, 'd', ARGV[1], 'c', ARGV[8])
-if priority > 0 then
-    redis.call('HSET', job, 'p', priority)
-end
-if ARGV[11] ~= '' then
-    redis.call('HSET', job, 'b', ARGV[11])
-end
-if ttl > 0 then
-    redis.call('PEXPIRE', job, ttl)
-end
-if unique_for > 0 then
-    redis.call('HSET', job, 'u', unique_for)
-    if ttl > 0 then -- the id stays taken unique_for after the ttl ends it
-        redis.call('SET', KEYS[4], '1', 'PX', ttl + unique_for)
-    end
-end
-redis.call('SADD', KEYS[3], qname)
-if due > 0 then
-    push_delayed(job, timer, q.meta, ns, qname, tries, id, due)
-else
-    push_ready(job, q, tries, id, priority)
-end
-return 1
+local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2]}
+local new = {
+    data = ARGV[1], ttl = tonumber(ARGV[2]), due = tonumber(ARGV[3]), tries = tonumber(ARGV[4]),
+    now = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
+}
+return create_job(j, q, ns, qname, id, new)

@@ -4,11 +4,13 @@
 -- redelivered). Paused queues are skipped. Elements whose job data has expired (ttl) are dropped.
 -- KEYS[1] timer zset, then per queue: ready list, priority set, wake list, meta hash
 -- ARGV[1] ttr deadline ms  ARGV[2] count  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
--- ARGV[5..n+4] queue names, in the order of their keys
+-- ARGV[5] "1" to keep the tries (a pusher's delivery, as lmstfy's: retried until the ttl), else "0"
+-- ARGV[6..n+5] queue names, in the order of their keys
 -- Job keys are built from ARGV[4]: they share KEYS[1]'s hash tag, so the same slot.
 -- Returns a flat array, seven per job: queue, id, msgpack data, pttl ms, remaining tries,
 -- attempts (this delivery included), created ms (false for a job stored before it was kept).
 local timer, deadline, want, ns, prefix = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local used = ARGV[5] == '1' and 0 or 1
 local n = (#KEYS - 1) / 4
 local out, got = {}, 0
 
@@ -19,7 +21,7 @@ local function reserve_one(qname, q, element)
     if not fields[1] then
         return
     end
-    local remain = tries - 1
+    local remain = tries - used
     redis.call('ZADD', timer, deadline, pack_member(ns, qname, remain, id, true))
     redis.call('HSET', job, 's', 'X', 't', remain)
     local attempts = redis.call('HINCRBY', job, 'a', 1)
@@ -38,7 +40,7 @@ end
 for i = 1, n do
     local at = 1 + (i - 1) * 4
     local q = {ready = KEYS[at + 1], prio = KEYS[at + 2], wake = KEYS[at + 3], meta = KEYS[at + 4]}
-    local qname = ARGV[4 + i]
+    local qname = ARGV[5 + i]
     if not paused(q.meta) then
         local prioritized = redis.call('EXISTS', q.prio) == 1
         while got < want do

@@ -19,7 +19,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import health
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.web import instrument
-from lmstfy_py.web.admin import limits, ops, tokens
+from lmstfy_py.web.admin import limits, ops, pushers, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
 from lmstfy_py.web.admin.request import engine_of, runtime_of
 from lmstfy_py.web.middleware import build_app, route
@@ -75,6 +75,7 @@ ROUTES = [
     *tokens.ROUTES,
     *limits.ROUTES,
     *ops.ROUTES,
+    *pushers.ROUTES,
     *instrument.ROUTES,
 ]
 

@@ -264,6 +264,30 @@ async def test_a_signed_group_signs_every_post(
     assert hmac.compare_digest(digest, expected)
 
 
+async def test_a_secret_is_kept_by_a_put_without_one_and_dropped_by_an_empty_one(
+    runtime: Runtime, admin: httpx.AsyncClient, endpoints: Endpoints
+) -> None:
+    assert (await admin.post(f"/pusher/{NS}/g", json=pusher(endpoints.url("/ok"), secret=SECRET))).status_code == 201
+    assert (await admin.put(f"/pusher/{NS}/g", json={"workers": 2})).status_code == 200
+    assert (await admin.get(f"/pusher/{NS}/g")).json()["pusher"]["signed"] is True
+    assert (await admin.put(f"/pusher/{NS}/g", json={"secret": ""})).status_code == 200
+    assert (await admin.get(f"/pusher/{NS}/g")).json()["pusher"]["signed"] is False
+    await publish(runtime)
+    await eventually(lambda: endpoints.received)
+    assert "X-Lmstfy-Signature" not in endpoints.received[0].headers
+
+
+async def test_an_idle_group_given_another_queue_pushes_it_at_once(
+    runtime: Runtime, admin: httpx.AsyncClient, endpoints: Endpoints
+) -> None:
+    """Its long-poll on the old queue (5 s) ends with the change."""
+    assert (await admin.post(f"/pusher/{NS}/g", json=pusher(endpoints.url("/ok"), "old"))).status_code == 201
+    await asyncio.sleep(0.3)  # the group now waits on "old"
+    assert (await admin.put(f"/pusher/{NS}/g", json={"queues": ["new"]})).status_code == 200
+    await publish(runtime, "new")
+    await eventually(lambda: endpoints.received, timeout=1.0)
+
+
 async def test_a_paused_queue_is_not_pushed(runtime: Runtime, admin: httpx.AsyncClient, endpoints: Endpoints) -> None:
     store = runtime.pools.get("default")
     await store.pause(NS, "q", True)

@@ -395,6 +395,52 @@ def test_pause_and_resume_a_queue(server: Server) -> None:
 # -- access log ----------------------------------------------------------------------------------------
 
 
+# -- push groups -------------------------------------------------------------------------------------
+
+
+def test_pushers_are_created_listed_shown_updated_and_deleted(server: Server) -> None:
+    ns, url = "cli-push", "http://127.0.0.1:9/hook"  # port 9: nothing answers; no job is published here
+    create = ["pusher-create", ns, "hooks", "--queue", "a", "--queue", "b", "--endpoint", url]
+    out = ok(run(server.admin_url, *create, "--workers", "4", "--timeout", "30", "--max-attempts", "5"))
+    assert out == f"created push group hooks of {ns}\n"
+    duplicate = failed(run(server.admin_url, *create, "--workers", "4", "--timeout", "30"))
+    assert duplicate.startswith("token-cli: error: 409 ")
+
+    assert row_of(ok(run(server.admin_url, "pushers")), "default") == ["default", ns, "hooks"]
+    mine = ok(run(server.admin_url, "pushers", ns))
+    assert lines(mine)[0].split() == ["GROUP", "QUEUES", "ENDPOINT", "WORKERS", "TIMEOUT", "MORE"]
+    assert row_of(mine, "hooks") == ["hooks", "a,b", url, "4", "30", "max_attempts=5"]
+
+    secret = "0123456789abcdef-secret"
+    update = ["pusher-update", ns, "hooks", "--workers", "8", "--backoff-ms", "500", "--backoff-max-ms", "60000"]
+    assert (
+        ok(run(server.admin_url, *update, env={"LMSTFY_PUSH_SECRET": secret})) == f"updated push group hooks of {ns}\n"
+    )
+    shown = ok(run(server.admin_url, "pusher-get", ns, "hooks"))
+    assert secret not in shown
+    assert dict(line.split(None, 1) for line in lines(shown)) == {
+        "queues": "a, b",
+        "endpoint": url,
+        "workers": "8",
+        "timeout": "30",
+        "backoff": "exponential",
+        "backoff_ms": "500",
+        "backoff_max_ms": "60000",
+        "max_attempts": "5",
+        "signed": "True",
+    }
+    answer = json.loads(ok(run(server.admin_url, "--json", "pusher-get", ns, "hooks")))
+    assert answer["pusher"]["queues"] == ["a", "b"] and answer["pusher"]["signed"] is True
+
+    assert "nothing to change" in run(server.admin_url, "pusher-update", ns, "hooks").stderr
+    bad = failed(run(server.admin_url, "pusher-update", ns, "hooks", "--endpoint", "ftp://x"))
+    assert bad == "token-cli: error: 400 the endpoint should be an http:// or https:// URL\n"
+
+    assert ok(run(server.admin_url, "pusher-delete", ns, "hooks")) == f"deleted push group hooks of {ns}\n"
+    assert ok(run(server.admin_url, "pushers", ns)) == "no push groups\n"
+    assert failed(run(server.admin_url, "pusher-delete", ns, "hooks")).startswith("token-cli: error: 404 ")
+
+
 def test_accesslog_reads_and_switches(server: Server) -> None:
     assert ok(run(server.admin_url, "accesslog", "enable")).startswith("access log: ")
     enabled = json.loads(ok(run(server.admin_url, "--json", "accesslog")))

@@ -72,7 +72,8 @@ class Pusher:
 def pusher_from(found: Any, base: Pusher | None = None) -> Pusher:
     """A pusher from the JSON of a request (or of Redis), checked as lmstfy checks it and more.
 
-    With `base` (lmstfy's PUT), a field left out or zero keeps the base's value.
+    With `base` (lmstfy's PUT), a field left out or zero keeps the base's value; but a "secret"
+    given as "" or null is dropped, so the POSTs are no longer signed.
     """
     if not isinstance(found, dict):
         raise InvalidParameter("the request body should be a JSON object")
@@ -84,7 +85,7 @@ def pusher_from(found: Any, base: Pusher | None = None) -> Pusher:
         _integer(found, "timeout") or kept.timeout,
         _backoff(found, kept.backoff),
         _integer(found, "max_attempts") or kept.max_attempts,
-        _secret(found.get("secret")) or kept.secret,
+        _secret(found["secret"]) if "secret" in found else kept.secret,  # "" or null: no longer signed
     )
     _check(pusher)
     return pusher
@@ -226,7 +227,7 @@ class PusherStore:
 
     async def _changed(self) -> None:
         await self.redis.incr(keys.PUSH_METAS_VERSION)
-        self._loop.wake()  # this process applies it at once
+        await self._poll()  # this process applies it before answering
 
     # -- this process's copy ------------------------------------------------------------
 

@@ -41,11 +41,23 @@ STOP_GRACE_S = 2.0  # deliveries in flight at a stop get this long; the others c
 class PushGroup:
     def __init__(self, key: GroupKey, pusher: Pusher, store: JobStore, session: aiohttp.ClientSession) -> None:
         self.pool, self.ns, self.name = key
-        self.pusher = pusher
+        self._pusher = pusher
+        self._changed = asyncio.Event()
         self.store = store
         self.session = session
         self.deliveries: set[asyncio.Task[None]] = set()
         self.loop = tasks.Loop("push", self._step, "/".join(key))
+
+    @property
+    def pusher(self) -> Pusher:
+        return self._pusher
+
+    @pusher.setter
+    def pusher(self, pusher: Pusher) -> None:
+        """A new configuration: a long-poll on the old queues ends, the next POST goes by the new one."""
+        if pusher != self._pusher:
+            self._pusher = pusher
+            self._changed.set()
 
     def start(self) -> None:
         self.loop.start()
@@ -58,25 +70,32 @@ class PushGroup:
             task.cancel()
 
     async def _step(self) -> float:
-        pusher = self.pusher  # a change of configuration applies from the next step
+        self._changed.clear()
+        pusher = self.pusher
         free = pusher.workers - len(self.deliveries)
         if free <= 0:
             await asyncio.wait(self.deliveries, return_when=asyncio.FIRST_COMPLETED)
             return 0
         started = time.monotonic()
         ttr_ms = (pusher.timeout + RESERVE_MARGIN_S) * 1000
-        jobs = await self.store.consume(self.ns, pusher.queues, ttr_ms, LONG_POLL_MS, min(free, MAX_BATCH), frozen=True)
+        jobs = await self.store.consume(
+            self.ns, pusher.queues, ttr_ms, LONG_POLL_MS, min(free, MAX_BATCH), frozen=True, interrupt=self._changed
+        )
         for queue in {job.queue for job in jobs}:
             metrics.push_consumed(self.pool, self.ns, queue, time.monotonic() - started)
         for job in jobs:
-            task = asyncio.create_task(self._deliver(job, pusher), name=f"push {job.job_id}")
+            task = asyncio.create_task(self._deliver(job, pusher.timeout), name=f"push {job.job_id}")
             self.deliveries.add(task)
             task.add_done_callback(self.deliveries.discard)
         return 0
 
-    async def _deliver(self, job: Job, pusher: Pusher) -> None:
+    async def _deliver(self, job: Job, reserved_timeout: int) -> None:
+        # The configuration of the moment (an endpoint changed is one that failed); but no POST
+        # outlasts the reservation the job was taken with.
+        pusher = self.pusher
         started = time.monotonic()
-        outcome = await delivery.post(self.session, pusher.endpoint, job, pusher.secret, pusher.timeout)
+        timeout = min(pusher.timeout, reserved_timeout)
+        outcome = await delivery.post(self.session, pusher.endpoint, job, pusher.secret, timeout)
         metrics.pushed(self.pool, self.ns, self.name, job.queue, outcome, time.monotonic() - started)
         try:
             if outcome.startswith("2") and len(outcome) == 3:

@@ -2,7 +2,8 @@
 
 PusherStore (admin/pushers.py) hands over the whole table whenever it changed (within a second
 of a change on any process); the manager starts a PushGroup for each new group, gives a changed
-group its new configuration (it applies from the group's next consume), and stops the groups
+group its new configuration (a long-poll on its old queues ends; its next POST goes by the new
+one), and stops the groups
 that are gone. All groups share one HTTP client session: one pool of keep-alive connections per
 process, never a connection per delivery.
 """

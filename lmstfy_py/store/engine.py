@@ -9,6 +9,7 @@ timer pump), wired in Runtime.start.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from lmstfy_py import ids
 from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.store import keys
 from lmstfy_py.store.scripts import Arg, Command, Script, ScriptClient, Scripts, run_pipeline
-from lmstfy_py.store.wake import WakeHub
+from lmstfy_py.store.wake import WakeHub, wait_unless
 from lmstfy_py.types import (
     DeadJob,
     DeadLetterHead,
@@ -202,20 +203,28 @@ class Engine:
     # -- consume ---------------------------------------------------------------------------
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, frozen: bool = False
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        frozen: bool = False,
+        interrupt: asyncio.Event | None = None,
     ) -> list[Job]:
         """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms.
 
         `frozen`: the deliveries use up no try (a pusher's, as lmstfy's: retried until the ttl).
+        `interrupt`: once set, the long-poll ends with what it has (a push group whose queues changed).
         """
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             jobs = await self.reserve(ns, queues, ttr_ms, count, frozen)
             left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.stopping:
+            if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
                 self.observer.consumed(self.pool, ns, queues, count, jobs)
                 return jobs
-            await self.wait_for_wake(ns, queues, min(left, WAIT_SLICE_S))
+            await wait_unless(interrupt, self.wait_for_wake(ns, queues, min(left, WAIT_SLICE_S)))
 
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         due = now_ms() + ttr_ms

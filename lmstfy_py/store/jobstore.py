@@ -11,6 +11,7 @@ job, Conflict (409) when it is not in the state they need; Redis errors propagat
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -28,7 +29,14 @@ class JobStore(Protocol):
     ) -> list[Published]: ...
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, frozen: bool = False
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        frozen: bool = False,
+        interrupt: asyncio.Event | None = None,
     ) -> list[Job]: ...
 
     # -- a worker's verbs on a job it reserved

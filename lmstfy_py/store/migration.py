@@ -41,12 +41,14 @@ in either pool.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
 MIGRATION_SLICE_S = 0.5
@@ -88,18 +90,25 @@ class MigrationEngine:
     # -- consume ---------------------------------------------------------------------------
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, frozen: bool = False
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        frozen: bool = False,
+        interrupt: asyncio.Event | None = None,
     ) -> list[Job]:
         deadline = time.monotonic() + timeout_ms / 1000
         engines = (self.old, self.new)
         while True:
             source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count, frozen)
             left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.stopping:
+            if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
                 # Counted by the pool that held the jobs, as its own consumes are.
                 source.observer.consumed(source.pool, ns, queues, count, jobs)
                 return jobs
-            await self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S))
+            await wait_unless(interrupt, self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S)))
             engines = (self.new, self.old)
 
     # -- a worker's verbs --------------------------------------------------------------------

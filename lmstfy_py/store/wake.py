@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from lmstfy_py import tasks
@@ -132,3 +132,16 @@ class WakeHub:
             wake_set.wake_all()
         # A BRPOP in flight may wait up to SLICE_S: cut it short, a wake token it took is not needed any more.
         await asyncio.gather(*(loop.cancel() for loop in loops))
+
+
+async def wait_unless(interrupt: asyncio.Event | None, waiting: Coroutine[Any, Any, None]) -> None:
+    """Awaits `waiting`, or less once `interrupt` is set (a wait on the hub is safe to cut short)."""
+    if interrupt is None:
+        await waiting
+        return
+    racing = [asyncio.ensure_future(waiting), asyncio.ensure_future(interrupt.wait())]
+    try:
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in racing:
+            task.cancel()

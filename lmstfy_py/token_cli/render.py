@@ -139,3 +139,38 @@ def render_dead_page(answer: Mapping[str, Any]) -> str:
 
 def died(ms: int | None) -> str:
     return "-" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+
+
+def render_pushers(answer: Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]) -> str:
+    rows = [
+        [pool, ns, group]
+        for pool, namespaces in sorted(answer["pushers"].items())
+        for ns, groups in sorted(namespaces.items())
+        for group in groups
+    ]
+    return table(["POOL", "NAMESPACE", "GROUP"], rows, empty="no push groups")
+
+
+def render_pushers_of(answer: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> str:
+    rows = [
+        [group, ",".join(p["queues"]), p["endpoint"], p["workers"], p["timeout"], _push_extras(p)]
+        for group, p in sorted(answer["pushers"].items())
+    ]
+    return table(["GROUP", "QUEUES", "ENDPOINT", "WORKERS", "TIMEOUT", "MORE"], rows, empty="no push groups")
+
+
+def render_pusher(answer: Mapping[str, Mapping[str, Any]]) -> str:
+    pusher = answer["pusher"]
+    shown = {"queues": ", ".join(pusher["queues"]), **{k: v for k, v in pusher.items() if k != "queues"}}
+    return fields(shown)
+
+
+def _push_extras(pusher: Mapping[str, Any]) -> str:
+    extras = []
+    if pusher.get("backoff") == "exponential":
+        extras.append(f"backoff={duration(pusher['backoff_ms'])}..{duration(pusher['backoff_max_ms'])}")
+    if pusher.get("max_attempts"):
+        extras.append(f"max_attempts={pusher['max_attempts']}")
+    if pusher.get("signed"):
+        extras.append("signed")
+    return ",".join(extras) or "-"

@@ -21,6 +21,7 @@ from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
+from lmstfy_py.store.scheduler import Scheduler
 
 
 class Background(Protocol):
@@ -39,6 +40,7 @@ class Runtime:
     limits: LimitStore
     pushers: PusherStore  # the configurations; the admin API changes them
     pumps: list[Pump] = field(default_factory=list)
+    schedulers: list[Scheduler] = field(default_factory=list)  # fire the recurring jobs
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
     push: PushManager | None = None  # runs this process's push groups
@@ -53,7 +55,7 @@ class Runtime:
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
-        health checks, metrics collector, pushers), which tests of the web layer alone go without."""
+        schedulers, health checks, metrics collector, pushers), which tests of the web layer alone go without."""
         # Every engine is counted by the metrics and tells its pool's timer pump of the timers it adds.
         timers = {name: TimerSignal() for name in config.pools}
         pools = Pools.connect(config.pools, metrics.EngineMetrics(), timers)
@@ -68,9 +70,11 @@ class Runtime:
             runtime.collector = metrics.Collector(pools)
             runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
+            runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
             runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
             await runtime.push.start()
-            runtime.background = [runtime.collector, *runtime.health, *runtime.pumps, runtime.pushers]
+            runtime.background = [runtime.collector, *runtime.health, *runtime.pumps, *runtime.schedulers]
+            runtime.background.append(runtime.pushers)
             for part in runtime.background:
                 part.start()
         return runtime

@@ -441,6 +441,37 @@ def test_pushers_are_created_listed_shown_updated_and_deleted(server: Server) ->
     assert failed(run(server.admin_url, "pusher-delete", ns, "hooks")).startswith("token-cli: error: 404 ")
 
 
+# -- recurring jobs ----------------------------------------------------------------------------------
+
+
+def test_cron_list_shows_a_namespaces_schedules_and_cron_delete_deletes_one(server: Server) -> None:
+    ns = "cli-cron"
+    token = create_token(server, ns)
+    for queue, name, query in (("a", "nightly", {"cron": "@daily", "tz": "Asia/Tokyo"}), ("b", "beat", {"every": 600})):
+        url = f"{server.data_url}/api/{ns}/{queue}/cron/{name}"
+        assert httpx.put(url, params={"token": token, **query}, content=b"x").status_code == 201
+
+    table = ok(run(server.admin_url, "cron-list", ns))
+    assert lines(table)[0].split() == ["QUEUE", "NAME", "WHEN", "TZ", "NEXT", "LAST", "LAST_JOB"]
+    assert row_of(table, "a")[:5] == ["a", "nightly", "0", "0", "*"]  # "0 0 * * *" in its column
+    assert row_of(table, "b")[1:5] == ["beat", "every", "600s", "UTC"]
+    assert row_of(table, "b")[-2:] == ["-", "-"]  # it never ran
+    assert [line.split()[0] for line in lines(ok(run(server.admin_url, "cron-list", ns, "b")))[1:]] == ["b"]
+    answer = json.loads(ok(run(server.admin_url, "--json", "cron-list", ns)))
+    assert [(s["queue"], s["name"], s["tz"]) for s in answer["schedules"]] == [
+        ("a", "nightly", "Asia/Tokyo"),
+        ("b", "beat", "UTC"),
+    ]
+
+    assert ok(run(server.admin_url, "cron-delete", ns, "a", "nightly")) == f"deleted schedule nightly of {ns}/a\n"
+    assert failed(run(server.admin_url, "cron-delete", ns, "a", "nightly")) == (
+        "token-cli: error: 404 schedule not found\n"
+    )
+    assert [s["name"] for s in json.loads(ok(run(server.admin_url, "--json", "cron-list", ns)))["schedules"]] == [
+        "beat"
+    ]
+
+
 def test_accesslog_reads_and_switches(server: Server) -> None:
     assert ok(run(server.admin_url, "accesslog", "enable")).startswith("access log: ")
     enabled = json.loads(ok(run(server.admin_url, "--json", "accesslog")))

@@ -15,13 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py import ids
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.schedules import Schedule, ScheduleState
+from lmstfy_py.store import keys, schedule_ops
+from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.scripts import Arg, Command, Script, ScriptClient, Scripts, run_pipeline
 from lmstfy_py.store.wake import WakeHub, wait_unless
 from lmstfy_py.types import (
@@ -62,16 +63,6 @@ def now_ms() -> int:
 def ttl_seconds(pttl_ms: int) -> int:
     """Seconds a job has left, rounded up so that only "no expiry" reads as 0."""
     return 0 if pttl_ms < 0 else (pttl_ms + 999) // 1000
-
-
-def encode_data(body: bytes, attributes: dict[str, str] | None) -> bytes:
-    packed: bytes = msgpack.packb([body, attributes], use_bin_type=True)
-    return packed
-
-
-def decode_data(data: bytes) -> tuple[bytes, dict[str, str] | None]:
-    body, attributes = msgpack.unpackb(data, raw=False)
-    return body, attributes
 
 
 def _int(value: Any) -> int | None:
@@ -153,6 +144,7 @@ class Engine:
         self.scripts = scripts
         self.observer = observer or EngineObserver()
         self.timers = timers or TimerSignal()
+        self.ticks = TimerSignal()  # of the schedules' ticks: the pool's scheduler listens
         self._registered: dict[str, float] = {}  # namespace -> when to register it again (monotonic)
 
     # -- publish ---------------------------------------------------------------------------
@@ -164,7 +156,7 @@ class Engine:
     async def publish_many(
         self, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None = None
     ) -> list[Published]:
-        await self._register_namespace(ns)
+        await self.register_namespace(ns)
         now = now_ms()
         job_ids = [
             job.job_id or ids.new_job_id(job.delay_ms // 1000, 0 if job.attributes is None else 1, now) for job in jobs
@@ -194,7 +186,7 @@ class Engine:
             args.append(replaces)
         return self.scripts.publish, call_keys, args
 
-    async def _register_namespace(self, ns: str) -> None:
+    async def register_namespace(self, ns: str) -> None:
         # Before the first job lands, so the pump's sweep always knows every namespace with a timer.
         if self._registered.get(ns, 0.0) <= time.monotonic():
             await self.redis.sadd(keys.NAMESPACES, ns)
@@ -461,6 +453,21 @@ class Engine:
                 break
         return total
 
+    # -- recurring jobs (store/schedule_ops.py) --------------------------------------------------
+
+    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
+        """Registers or replaces a schedule; returns whether it is new, and its first tick (ms)."""
+        return await schedule_ops.put(self, ns, schedule, now_ms())
+
+    async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]:
+        return await schedule_ops.listed(self, ns, queue)
+
+    async def schedule(self, ns: str, queue: str, name: str) -> ScheduleState:
+        return await schedule_ops.one(self, ns, queue, name)
+
+    async def delete_schedule(self, ns: str, queue: str, name: str) -> None:
+        await schedule_ops.delete(self, ns, queue, name)
+
     # -- registry, purge, pump ---------------------------------------------------------------
 
     async def namespaces(self) -> list[str]:
@@ -478,6 +485,7 @@ class Engine:
         the last step (forget_namespace.lua) finds nothing left; a namespace still in use after
         PURGE_ROUNDS keeps what was published meanwhile, intact.
         """
+        await schedule_ops.forget_namespace(self, ns)
         total = 0
         for _ in range(PURGE_ROUNDS):
             total += await self._purge_round(ns, await self.queues(ns))

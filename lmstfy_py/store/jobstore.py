@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
+from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
 
@@ -90,6 +91,15 @@ class JobStore(Protocol):
     async def timer_size(self, ns: str) -> int: ...
 
     async def purge_namespace(self, ns: str) -> int: ...
+
+    # -- recurring jobs
+    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]: ...
+
+    async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]: ...
+
+    async def schedule(self, ns: str, queue: str, name: str) -> ScheduleState: ...
+
+    async def delete_schedule(self, ns: str, queue: str, name: str) -> None: ...
 
     # -- the pool
     async def ping(self) -> None: ...

@@ -96,6 +96,30 @@ def queues(ns: str) -> str:
     return f"qs/{{{ns}}}"
 
 
+# Recurring jobs (SPEC section 9). A schedule is named "<queue>/<name>" in its namespace's keys; a
+# name, like a queue, has no "/".
+CRON_INDEX = "crd"  # zset: namespace -> its earliest next tick (ms); the scheduler reads it
+
+
+def schedules(ns: str) -> str:
+    """Hash: "<queue>/<name>" -> the packed schedule (lmstfy_py/schedules.py)."""
+    return f"cs/{{{ns}}}"
+
+
+def schedule_ticks(ns: str) -> str:
+    """Zset: "<queue>/<name>" -> its next tick (ms)."""
+    return f"ct/{{{ns}}}"
+
+
+def schedule_last(ns: str) -> str:
+    """Hash: "<queue>/<name>" -> "<ms of its last job> <that job's id>"."""
+    return f"cl/{{{ns}}}"
+
+
+def schedule_field(queue: str, name: str) -> str:
+    return f"{queue}/{name}"
+
+
 def tokens(pool: str, ns: str) -> str:
     return f"tk/{pool}/{ns}"
 

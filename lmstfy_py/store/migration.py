@@ -47,6 +47,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from lmstfy_py.errors import NotFound
+from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
@@ -224,6 +225,39 @@ class MigrationEngine:
 
     async def purge_namespace(self, ns: str) -> int:
         return await self.old.purge_namespace(ns) + await self.new.purge_namespace(ns)
+
+    # -- recurring jobs: registered in the new pool, fired by the pool that holds them --------
+
+    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
+        created, first = await self.new.put_schedule(ns, schedule)
+        try:
+            await self.old.delete_schedule(ns, schedule.queue, schedule.name)
+            created = False  # it replaced the old pool's
+        except NotFound:
+            pass
+        return created, first
+
+    async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]:
+        found = {(s.schedule.queue, s.schedule.name): s for s in await self.old.schedules(ns, queue)}
+        found.update({(s.schedule.queue, s.schedule.name): s for s in await self.new.schedules(ns, queue)})
+        return [found[key] for key in sorted(found)]
+
+    async def schedule(self, ns: str, queue: str, name: str) -> ScheduleState:
+        try:
+            return await self.new.schedule(ns, queue, name)
+        except NotFound:
+            return await self.old.schedule(ns, queue, name)
+
+    async def delete_schedule(self, ns: str, queue: str, name: str) -> None:
+        deleted = 0
+        for engine in (self.old, self.new):
+            try:
+                await engine.delete_schedule(ns, queue, name)
+                deleted += 1
+            except NotFound:
+                pass
+        if not deleted:
+            raise NotFound("schedule not found")
 
     async def ping(self) -> None:
         await self.old.ping()

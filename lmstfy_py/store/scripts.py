@@ -86,6 +86,9 @@ class Scripts:
     dead_page: Script
     purge_timer: Script
     forget_namespace: Script
+    schedule_put: Script
+    schedule_delete: Script
+    schedule_fire: Script
 
     @classmethod
     def load(cls) -> Scripts:

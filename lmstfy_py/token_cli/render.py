@@ -130,14 +130,15 @@ def render_limit(limiter: Mapping[str, Any]) -> str:
 
 def render_dead_page(answer: Mapping[str, Any]) -> str:
     rows = [
-        [job["job_id"], job["attempts"], died(job["died_ms"]), job["last_error"] or "", preview(job["data"])]
+        [job["job_id"], job["attempts"], moment(job["died_ms"]), job["last_error"] or "", preview(job["data"])]
         for job in answer["jobs"]
     ]
     text = table(["JOB_ID", "ATTEMPTS", "DIED", "LAST_ERROR", "DATA"], rows, empty="no dead jobs")
     return text + (f"\nmore: --after {answer['next']}" if answer.get("next") else "")
 
 
-def died(ms: int | None) -> str:
+def moment(ms: int | None) -> str:
+    """A time (ms) as local date and time; "-" for none."""
     return "-" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
@@ -174,3 +175,20 @@ def _push_extras(pusher: Mapping[str, Any]) -> str:
     if pusher.get("signed"):
         extras.append("signed")
     return ",".join(extras) or "-"
+
+
+def render_schedules(answer: Mapping[str, Sequence[Mapping[str, Any]]], queue: str | None) -> str:
+    rows = [
+        [
+            s["queue"],
+            s["name"],
+            s["cron"] if s["cron"] is not None else f"every {s['every']}s",
+            s["tz"],
+            moment(s["next_ms"]),
+            moment(s["last_ms"]),
+            s["last_job_id"] or "-",
+        ]
+        for s in answer["schedules"]
+        if queue is None or s["queue"] == queue
+    ]
+    return table(["QUEUE", "NAME", "WHEN", "TZ", "NEXT", "LAST", "LAST_JOB"], rows, empty="no schedules")

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.errors import InvalidParameter, NoJobAvailable
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import instrument, lifecycle, params
+from lmstfy_py.web import instrument, lifecycle, params, schedules
 from lmstfy_py.web.answers import job_info_json, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
 from lmstfy_py.web.target import Target, authorize, defaults_of, job_id_of, target_of, throttle
@@ -186,6 +186,7 @@ ROUTES = [
     route(QUEUE + "/deadletter/size", "GET", dead_letter_size),
     route(QUEUE, "DELETE", destroy),
     *lifecycle.ROUTES,
+    *schedules.ROUTES,
 ]
 
 

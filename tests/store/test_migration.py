@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.schedules import Schedule
 from lmstfy_py.store import keys, migration, pools
 from lmstfy_py.store.engine import Engine, EngineObserver
 from lmstfy_py.store.jobstore import JobStore
@@ -353,6 +354,33 @@ async def test_ping_answers_only_while_both_pools_answer(migrating: MigrationEng
 
 # Each operation of the JobStore contract, and the test above that runs it through a migrating pool
 # on jobs of both pools. An operation added to the contract fails the test below until it has one.
+def plan(name: str, every_s: int = 60) -> Schedule:
+    return Schedule(name, Q, None, every_s, "UTC", b"tick", 60_000, 1, 0, "one")
+
+
+async def test_schedules_are_registered_in_the_new_pool_and_found_in_either(
+    migrating: MigrationEngine, old: Engine, new: Engine
+) -> None:
+    await old.put_schedule(NS, plan("kept"))
+    await old.put_schedule(NS, plan("moved"))
+    created, _ = await migrating.put_schedule(NS, plan("moved", every_s=30))
+    assert created is False  # it replaced the old pool's
+    assert (await migrating.put_schedule(NS, plan("fresh")))[0] is True
+    assert [s.schedule.name for s in await old.schedules(NS)] == ["kept"]
+    assert [s.schedule.name for s in await new.schedules(NS)] == ["fresh", "moved"]
+    listed = await migrating.schedules(NS, Q)
+    assert [(s.schedule.name, s.schedule.every_s) for s in listed] == [("fresh", 60), ("kept", 60), ("moved", 30)]
+    assert (await migrating.schedule(NS, Q, "kept")).schedule.every_s == 60
+    assert (await migrating.schedule(NS, Q, "moved")).schedule.every_s == 30
+    for name in ("kept", "moved"):
+        await migrating.delete_schedule(NS, Q, name)
+    with pytest.raises(NotFound):
+        await migrating.schedule(NS, Q, "kept")
+    with pytest.raises(NotFound):
+        await migrating.delete_schedule(NS, Q, "kept")
+    assert [s.schedule.name for s in await migrating.schedules(NS)] == ["fresh"]
+
+
 TESTED_BY = {
     "publish": test_publish_and_bulk_publish_go_to_the_new_pool,
     "publish_many": test_publish_and_bulk_publish_go_to_the_new_pool,
@@ -384,6 +412,10 @@ TESTED_BY = {
     "purge_namespace": test_purge_namespace_deletes_its_jobs_in_both_pools,
     "queue_exists": test_a_queue_exists_when_either_pool_has_it,
     "ping": test_ping_answers_only_while_both_pools_answer,
+    "put_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
+    "schedules": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
+    "schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
+    "delete_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
 }
 
 

@@ -19,7 +19,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import health
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.web import instrument
-from lmstfy_py.web.admin import limits, ops, pushers, tokens
+from lmstfy_py.web.admin import limits, ops, pushers, schedules, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
 from lmstfy_py.web.admin.request import engine_of, runtime_of
 from lmstfy_py.web.middleware import build_app, route
@@ -76,6 +76,7 @@ ROUTES = [
     *limits.ROUTES,
     *ops.ROUTES,
     *pushers.ROUTES,
+    *schedules.ROUTES,
     *instrument.ROUTES,
 ]
 

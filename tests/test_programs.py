@@ -29,6 +29,7 @@ RUN_BY = {
     "benchmarks/bench_app.py": "tests/test_programs.py::test_bench_app",
     "benchmarks/bench_http_servers.py": "tests/test_programs.py::test_bench_http_servers",
     "benchmarks/bench_longpolls.py": "tests/test_programs.py::test_bench_longpolls",
+    "benchmarks/bench_push.py": "tests/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/test_programs.py::test_bench_redis_client",
     "benchmarks/bench_timers.py": "tests/test_programs.py::test_bench_timers",
     "benchmarks/crash_test.py": "tests/test_programs.py::test_crash_test",
@@ -96,6 +97,13 @@ def test_bench_longpolls() -> None:
     out = ok(run("benchmarks/bench_longpolls.py", "--waiters", "20", "--timeout", "10"))
     assert "jobs delivered:       20 (20 distinct)" in out, out
     assert "final stop exit code: 0" in out
+
+
+def test_bench_push() -> None:
+    args = ["--jobs", "200", "--rounds", "1", "--idle-groups", "3", "--idle-seconds", "0.2", "--settle", "0.1"]
+    out = ok(run("benchmarks/bench_push.py", *args))
+    assert re.search(r"round 1: [\d,]+ deliveries/s \(200 in [\d.]+ s\); CPU per delivery: server \d+ us", out), out
+    assert re.search(r"idle: server [\d.]+% of a core without push groups, [\d.]+% with 3 idle groups", out), out
 
 
 def test_bench_timers() -> None:

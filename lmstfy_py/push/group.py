@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import defaultdict
 
 import aiohttp
 
@@ -32,10 +33,53 @@ from lmstfy_py.types import Job
 
 log = logging.getLogger(__name__)
 
-LONG_POLL_MS = 5000  # an idle group costs one consume per this, per process
+# An idle group costs one consume and one BRPOP per this, per process; a job still comes at once
+# (a wake-up ends the wait), and a wake-up lost with a crashed process delays a push this long at most.
+LONG_POLL_MS = 30_000
 RESERVE_MARGIN_S = 2
 MAX_BATCH = 100  # what one consume may take
 STOP_GRACE_S = 2.0  # deliveries in flight at a stop get this long; the others come back after their ttr
+
+
+class Acks:
+    """The ACKs of one group's delivered jobs, sent together: those of the deliveries that end in
+    one turn of the event loop, or while the previous batch is on its way, go as one ack_many per
+    queue. Until then the jobs stay reserved in Redis (nothing is held only here): a crash means
+    they are pushed again after their reservation, as any un-ACKed delivery."""
+
+    def __init__(self, store: JobStore, ns: str) -> None:
+        self.store = store
+        self.ns = ns
+        self.pending: dict[str, list[str]] = defaultdict(list)
+        self.sending: asyncio.Task[None] | None = None
+
+    def add(self, queue: str, job_id: str) -> None:
+        self.pending[queue].append(job_id)
+        if self.sending is None:
+            self.sending = asyncio.create_task(self._send(), name=f"push acks {self.ns}")
+
+    async def drain(self) -> None:
+        if self.sending is not None:
+            await self.sending
+
+    async def _send(self) -> None:
+        try:
+            while self.pending:
+                await asyncio.sleep(0)  # the deliveries ending in this turn join the batch
+                batch, self.pending = self.pending, defaultdict(list)
+                for queue, job_ids in batch.items():
+                    await self._ack(queue, job_ids)
+        finally:
+            self.sending = None
+
+    async def _ack(self, queue: str, job_ids: list[str]) -> None:
+        try:
+            await self.store.ack_many(self.ns, queue, job_ids)
+        except Exception as exc:
+            if outage_reason(exc) is None:
+                log.exception("ACK of %d pushed jobs of %s/%s failed", len(job_ids), self.ns, queue)
+            else:  # Redis away: the jobs come back after their reservation; the health check says so
+                log.debug("ACK of %d pushed jobs: %r", len(job_ids), exc)
 
 
 class PushGroup:
@@ -46,6 +90,7 @@ class PushGroup:
         self.store = store
         self.session = session
         self.deliveries: set[asyncio.Task[None]] = set()
+        self.acks = Acks(store, self.ns)
         self.loop = tasks.Loop("push", self._step, "/".join(key))
 
     @property
@@ -68,6 +113,7 @@ class PushGroup:
             await asyncio.wait(self.deliveries, timeout=STOP_GRACE_S)
         for task in self.deliveries:
             task.cancel()
+        await self.acks.drain()
 
     async def _step(self) -> float:
         self._changed.clear()
@@ -79,7 +125,14 @@ class PushGroup:
         started = time.monotonic()
         ttr_ms = (pusher.timeout + RESERVE_MARGIN_S) * 1000
         jobs = await self.store.consume(
-            self.ns, pusher.queues, ttr_ms, LONG_POLL_MS, min(free, MAX_BATCH), frozen=True, interrupt=self._changed
+            self.ns,
+            pusher.queues,
+            ttr_ms,
+            LONG_POLL_MS,
+            min(free, MAX_BATCH),
+            frozen=True,
+            interrupt=self._changed,
+            recheck_s=LONG_POLL_MS / 1000,
         )
         for queue in {job.queue for job in jobs}:
             metrics.push_consumed(self.pool, self.ns, queue, time.monotonic() - started)
@@ -97,11 +150,11 @@ class PushGroup:
         timeout = min(pusher.timeout, reserved_timeout)
         outcome = await delivery.post(self.session, pusher.endpoint, job, pusher.secret, timeout)
         metrics.pushed(self.pool, self.ns, self.name, job.queue, outcome, time.monotonic() - started)
+        if outcome.startswith("2") and len(outcome) == 3:
+            self.acks.add(job.queue, job.job_id)
+            return
         try:
-            if outcome.startswith("2") and len(outcome) == 3:
-                await self.store.ack(self.ns, job.queue, job.job_id)
-            else:
-                await self._failed(job, pusher, outcome)
+            await self._failed(job, pusher, outcome)
         except (NotFound, Conflict):
             pass  # expired meanwhile, or its reservation ended and it was taken again
         except Exception as exc:

@@ -203,11 +203,14 @@ class Engine:
         count: int,
         frozen: bool = False,
         interrupt: asyncio.Event | None = None,
+        recheck_s: float | None = None,
     ) -> list[Job]:
         """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms.
 
         `frozen`: the deliveries use up no try (a pusher's, as lmstfy's: retried until the ttl).
         `interrupt`: once set, the long-poll ends with what it has (a push group whose queues changed).
+        `recheck_s`: how often it looks at the queues without a wake-up, in case a wake token was
+        lost with a crashed process (default WAIT_SLICE_S; a push group, holding no client, waits longer).
         """
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
@@ -216,7 +219,7 @@ class Engine:
             if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
                 self.observer.consumed(self.pool, ns, queues, count, jobs)
                 return jobs
-            await wait_unless(interrupt, self.wait_for_wake(ns, queues, min(left, WAIT_SLICE_S)))
+            await wait_unless(interrupt, self.wait_for_wake(ns, queues, min(left, recheck_s or WAIT_SLICE_S)))
 
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         due = now_ms() + ttr_ms

@@ -38,6 +38,7 @@ class JobStore(Protocol):
         count: int,
         frozen: bool = False,
         interrupt: asyncio.Event | None = None,
+        recheck_s: float | None = None,
     ) -> list[Job]: ...
 
     # -- a worker's verbs on a job it reserved

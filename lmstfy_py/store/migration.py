@@ -99,6 +99,7 @@ class MigrationEngine:
         count: int,
         frozen: bool = False,
         interrupt: asyncio.Event | None = None,
+        recheck_s: float | None = None,
     ) -> list[Job]:
         deadline = time.monotonic() + timeout_ms / 1000
         engines = (self.old, self.new)
@@ -109,6 +110,7 @@ class MigrationEngine:
                 # Counted by the pool that held the jobs, as its own consumes are.
                 source.observer.consumed(source.pool, ns, queues, count, jobs)
                 return jobs
+            # `recheck_s` is no use here: the old pool is looked at every MIGRATION_SLICE_S anyway.
             await wait_unless(interrupt, self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S)))
             engines = (self.new, self.old)
 

@@ -75,8 +75,8 @@ class _RetryBrokenConnection(Retry):
 
 _COMMON: dict[str, Any] = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "retry": _RetryBrokenConnection()}
 _REQUEST: dict[str, Any] = {**_COMMON, "socket_timeout": REQUEST_TIMEOUT_S, "max_connections": 128}
-# The shared wake loop's BRPOP waits up to wake.SLICE_S: its socket must not time out first.
-_BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": wake.SLICE_S + 5.0, "max_connections": 10_000}
+# The shared wake loop's BRPOP waits up to wake.MAX_SLICE_S: its socket must not time out first.
+_BLOCKING: dict[str, Any] = {**_COMMON, "socket_timeout": wake.MAX_SLICE_S + 5.0, "max_connections": 10_000}
 _SENTINEL: dict[str, Any] = {"socket_connect_timeout": 1.0, "socket_timeout": 1.0}
 
 MASTER_CHECK_S = 1.0

@@ -18,7 +18,8 @@ from typing import Any
 
 from lmstfy_py import tasks
 
-SLICE_S = 5.0  # one BRPOP's longest wait; the loop ends soon after its last waiter leaves
+SLICE_S = 5.0  # one BRPOP's wait; the loop ends soon after its last waiter leaves
+MAX_SLICE_S = 30.0  # ... or longer, as long as its longest waiter asked for (a push group's)
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -41,6 +42,7 @@ class _WakeSet:
         self.hub = hub
         self.wake_keys = wake_keys
         self.waiters: deque[asyncio.Future[None]] = deque()
+        self.slice_s = SLICE_S
         self.loop = tasks.Loop("wake", self._pop_once, ",".join(wake_keys))
 
     def pending(self) -> bool:
@@ -71,7 +73,7 @@ class _WakeSet:
             self.hub.forget(self)
             return None
         try:
-            popped = await self.hub.blocking.brpop(list(self.wake_keys), timeout=SLICE_S)
+            popped = await self.hub.blocking.brpop(list(self.wake_keys), timeout=self.slice_s)
         except Exception:
             # Each waiter runs reserve again, which tells its own client what is wrong.
             self.wake_all()
@@ -94,6 +96,8 @@ class WakeHub:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         wake_set = self._join(tuple(sorted(wake_keys)), waiter)
+        # Fewer BRPOPs for long waits (a BRPOP in progress keeps its own timeout).
+        wake_set.slice_s = max(wake_set.slice_s, min(seconds, MAX_SLICE_S))
         timer = loop.call_later(seconds, _settle, waiter)
         try:
             await waiter

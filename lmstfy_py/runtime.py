@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from lmstfy_py import metrics
 from lmstfy_py.admin import switches
 from lmstfy_py.admin.limits import LimitStore
+from lmstfy_py.admin.rates import RateCounter, RateStore
 from lmstfy_py.admin.switches import Switch
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
 from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
+from lmstfy_py.store.observers import Observers
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 
@@ -26,6 +28,7 @@ class Runtime:
     pools: Pools
     tokens: TokenStore
     limits: LimitStore
+    rates: RateStore  # publish and consume counts per queue and minute, for the dashboard
     pumps: list[Pump] = field(default_factory=list)
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
@@ -39,20 +42,23 @@ class Runtime:
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
-        health checks, metrics collector), which tests of the web layer alone go without."""
-        # The wiring, in one place: every engine is counted by the metrics and tells its pool's
-        # timer pump of the timers it adds.
+        health checks, metrics collector, rate flush), which tests of the web layer alone go without."""
+        # The wiring, in one place: every engine is counted by the metrics and the rate counter and
+        # tells its pool's timer pump of the timers it adds.
         timers = {name: TimerSignal() for name in config.pools}
-        pools = Pools.connect(config.pools, metrics.EngineMetrics(), timers)
-        # Tokens, limits and switches live in the admin pool's own Redis (the old one while it migrates).
+        counter = RateCounter()
+        pools = Pools.connect(config.pools, Observers(metrics.EngineMetrics(), counter), timers)
+        # Tokens, limits, switches and rates live in the admin pool's own Redis (the old one while it migrates).
         admin = pools.own(config.admin_pool).redis
-        runtime = cls(config, pools, TokenStore(admin, pools.names()), LimitStore(admin, pools.names()))
+        stores = TokenStore(admin, pools.names()), LimitStore(admin, pools.names()), RateStore(admin, counter)
+        runtime = cls(config, pools, *stores)
         await runtime.limits.start()
         runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
         runtime.access_log_switch.start()
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
             runtime.collector.start()
+            runtime.rates.start()
             runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
             for check in runtime.health:
@@ -72,6 +78,7 @@ class Runtime:
             await self.access_log_switch.stop()
         if self.collector is not None:
             await self.collector.stop()
+        await self.rates.stop()
         for pump in self.pumps:
             await pump.stop()
         for check in self.health:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Screenshots of every dashboard page, for docs/DASHBOARD.md: 1280×800 and a phone's 390×844.
+"""Screenshots of every dashboard page, for docs/DASHBOARD.md: 1280x800 and a phone's 390x844.
 
     .venv/bin/python scripts/dashboard_screenshots.py --out docs/dashboard
 

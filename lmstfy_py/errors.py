@@ -47,6 +47,12 @@ class Forbidden(LmstfyError):
     status = 401
 
 
+class CrossSiteRefused(LmstfyError):
+    """A dashboard form whose CSRF token is missing or wrong, or that came from another site."""
+
+    status = 403
+
+
 class NotFound(LmstfyError):
     status = 404
 

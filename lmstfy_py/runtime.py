@@ -13,12 +13,14 @@ from lmstfy_py import metrics
 from lmstfy_py.admin import switches
 from lmstfy_py.admin.limits import LimitStore
 from lmstfy_py.admin.pushers import PusherStore
+from lmstfy_py.admin.rates import RateCounter, RateStore
 from lmstfy_py.admin.switches import Switch
 from lmstfy_py.admin.tokens import TokenStore
 from lmstfy_py.config import Config
 from lmstfy_py.push.manager import PushManager
 from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
+from lmstfy_py.store.observers import Observers
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
@@ -39,6 +41,7 @@ class Runtime:
     tokens: TokenStore
     limits: LimitStore
     pushers: PusherStore  # the configurations; the admin API changes them
+    rates: RateStore  # publish and consume counts per queue and minute, for the dashboard
     pumps: list[Pump] = field(default_factory=list)
     schedulers: list[Scheduler] = field(default_factory=list)  # fire the recurring jobs
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
@@ -55,14 +58,19 @@ class Runtime:
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
-        schedulers, health checks, metrics collector, pushers), which tests of the web layer alone go without."""
-        # Every engine is counted by the metrics and tells its pool's timer pump of the timers it adds.
+        schedulers, health checks, metrics collector, rate flush, pushers), which tests of the web layer
+        alone go without."""
+        # The wiring, in one place: every engine is counted by the metrics and the rate counter and
+        # tells its pool's timer pump of the timers it adds.
         timers = {name: TimerSignal() for name in config.pools}
-        pools = Pools.connect(config.pools, metrics.EngineMetrics(), timers)
-        # Tokens, limits, switches and pushers live in the admin pool's own Redis (the old one while it migrates).
+        counter = RateCounter()
+        pools = Pools.connect(config.pools, Observers(metrics.EngineMetrics(), counter), timers)
+        # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
+        # while it migrates).
         admin = pools.own(config.admin_pool).redis
         names = pools.names()
-        runtime = cls(config, pools, TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names))
+        stores = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
+        runtime = cls(config, pools, *stores, RateStore(admin, counter))
         await runtime.limits.start()
         runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
         runtime.access_log_switch.start()
@@ -73,8 +81,8 @@ class Runtime:
             runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
             runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
             await runtime.push.start()
-            runtime.background = [runtime.collector, *runtime.health, *runtime.pumps, *runtime.schedulers]
-            runtime.background.append(runtime.pushers)
+            runtime.background = [runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
+            runtime.background += [*runtime.schedulers, runtime.pushers]
             for part in runtime.background:
                 part.start()
         return runtime

@@ -35,6 +35,7 @@ RUN_BY = {
     "benchmarks/crash_test.py": "tests/test_programs.py::test_crash_test",
     "benchmarks/redis_kill_loss.py": "tests/test_programs.py::test_redis_kill_loss",
     "benchmarks/trivial_app.py": "tests/test_programs.py::test_trivial_app",
+    "scripts/dashboard_screenshots.py": "tests/test_programs.py::test_dashboard_screenshots",
     "scripts/dev.py": "tests/test_programs.py::test_dev_py",
     "scripts/token-cli": "tests/test_token_cli.py::test_scripts_token_cli_runs_the_same_commands",
 }
@@ -154,6 +155,16 @@ def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]]) -> None:
 
 
 # -- scripts ---------------------------------------------------------------------------------------
+
+
+def test_dashboard_screenshots(tmp_path: Path) -> None:
+    out = ok(run("scripts/dashboard_screenshots.py", "--out", str(tmp_path)))
+    for page in ("overview", "queue", "deadletter", "tokens"):
+        for size, width in (("wide", 1280), ("phone", 390)):
+            shot = tmp_path / f"{page}-{size}.png"
+            assert str(shot) in out
+            header = shot.read_bytes()[:24]
+            assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == width
 
 
 def test_dev_py() -> None:

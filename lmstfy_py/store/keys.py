@@ -146,6 +146,19 @@ def push_meta_field(pool: str, ns: str, group: str) -> str:
 # Run-time switches (admin Redis): a hash {state, version} each (admin/switches.py).
 ACCESS_LOG_SWITCH = "sw/accesslog"
 
+# The dashboard's CSRF secret (admin Redis): random bytes, made once by the first process that needs them.
+DASHBOARD_SECRET = "ui/secret"
+
+
+def rates(pool: str, minute: int) -> str:
+    """A hash of one pool's publish and consume counts in one unix minute (admin/rates.py), admin Redis."""
+    return f"rt/{pool}/{minute}"
+
+
+def rate_field(kind: str, ns: str, queue: str) -> str:
+    """kind "p" (published) or "c" (consumed); names hold no '/', so the field splits back."""
+    return f"{kind}/{ns}/{queue}"
+
 
 def limit_field(pool: str, ns: str, token: str) -> str:
     """Pool and namespace names hold no '/', so the first two split the field back unambiguously."""

@@ -16,6 +16,9 @@ def test_key_spelling_is_pinned() -> None:
     assert keys.queues("ns") == "qs/{ns}"
     assert keys.tokens("default", "ns") == "tk/default/ns"
     assert (keys.NAMESPACES, keys.DUE_INDEX) == ("nss", "due")
+    assert keys.rates("default", 29_000_000) == "rt/default/29000000"
+    assert keys.rate_field("p", "ns", "q") == "p/ns/q"
+    assert keys.DASHBOARD_SECRET == "ui/secret"
     # Prefixes Lua completes with "<queue>/<id>" or "<queue>" must agree with the full spellings.
     assert keys.job_prefix("ns") + "q/ID" == keys.job("ns", "q", "ID")
     assert keys.ready_prefix("ns") + "q" == keys.ready("ns", "q")

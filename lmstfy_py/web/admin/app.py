@@ -1,8 +1,8 @@
 """The admin app (default 127.0.0.1:7778): version, pools and engine info.
 
 Other admin concerns live in their own modules, each exporting ROUTES, assembled here:
-tokens, limits (throttle limits), ops (namespaces, dead letters, access log), and
-web/instrument.py (/metrics)."""
+tokens, limits (throttle limits), ops (namespaces, dead letters, access log),
+web/instrument.py (/metrics) and web/dashboard (the HTML dashboard under /ui)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from lmstfy_py import __version__
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import health
 from lmstfy_py.store.faults import outage_reason
-from lmstfy_py.web import instrument
+from lmstfy_py.web import dashboard, instrument
 from lmstfy_py.web.admin import limits, ops, pushers, schedules, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
 from lmstfy_py.web.admin.request import engine_of, runtime_of
@@ -78,6 +78,7 @@ ROUTES = [
     *pushers.ROUTES,
     *schedules.ROUTES,
     *instrument.ROUTES,
+    *dashboard.ROUTES,
 ]
 
 
@@ -86,5 +87,6 @@ def create_admin_app(runtime: Runtime) -> Starlette:
         runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)], body_timeout=runtime.config.server.body_timeout
     )
     app.state.build_info = _build_info()
+    app.state.dashboard = dashboard.dashboard(runtime)
     app.state.name = "admin"  # the `app` label of its metrics (web/instrument.py)
     return app

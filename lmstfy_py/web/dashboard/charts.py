@@ -1,0 +1,86 @@
+"""Rate charts drawn as inline SVG on the server: no chart library, no script, nothing to fetch.
+
+Two lines per chart, jobs published and jobs consumed per minute, oldest minute at the left and
+the current (unfinished) minute at the right. Colours come from the stylesheet (classes `pub`,
+`con`), so the page's Content-Security-Policy needs no inline style.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+from lmstfy_py.admin.rates import Rates
+
+# A chart's drawing box (viewBox units). The SVG stretches to the box the stylesheet gives it
+# (preserveAspectRatio="none", strokes that do not scale); its labels are HTML around it, so they
+# stay readable from a phone's width to a wide screen.
+WIDTH, HEIGHT = 600, 100
+SPARK_WIDTH, SPARK_HEIGHT = 120, 28
+
+
+def nice_ceiling(value: int) -> int:
+    """The smallest 1, 2 or 5 times a power of ten that is >= value (at least 1): the y axis's top."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if step * factor >= value:
+                return step * factor
+        step *= 10
+
+
+def _points(values: list[int], top: int, box: tuple[float, float, float, float]) -> str:
+    x0, y0, width, height = box
+    last = max(len(values) - 1, 1)
+    return " ".join(f"{x0 + width * i / last:.1f},{y0 + height - height * v / top:.1f}" for i, v in enumerate(values))
+
+
+def summary(rates: Rates) -> str:
+    """The chart in words, for screen readers and the tooltip."""
+    minutes = len(rates.published)
+    return (
+        f"last {minutes} minutes: {sum(rates.published):,} published, {sum(rates.consumed):,} consumed; "
+        f"this minute: {rates.published[-1]:,} published, {rates.consumed[-1]:,} consumed"
+    )
+
+
+def rate_chart(rates: Rates, chart_id: str) -> Markup:
+    """A full chart with its y scale (jobs per minute) and time axis."""
+    top = nice_ceiling(max([*rates.published, *rates.consumed, 1]))
+    box = (0.0, 1.0, float(WIDTH), HEIGHT - 2.0)
+    minutes = len(rates.published)
+    text = escape(summary(rates))
+    grid = "".join(
+        f'<line class="grid" x1="0" y1="{y:.1f}" x2="{WIDTH}" y2="{y:.1f}"/>' for y in (1.0, HEIGHT / 2, HEIGHT - 1.0)
+    )
+    y_labels = "".join(f"<span>{_short(top * fraction)}</span>" for fraction in (1.0, 0.5, 0.0))
+    x_labels = f"<span>\u2212{minutes - 1} min</span><span>\u2212{(minutes - 1) // 2} min</span><span>now</span>"
+    return Markup(
+        f'<figure id="{escape(chart_id)}" class="chart-box" data-top="{top}">'
+        f'<div class="y-axis" aria-hidden="true">{y_labels}</div>'
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" aria-label="{text}">'
+        f"<title>{text}</title>{grid}"
+        f'<polyline class="con" points="{_points(rates.consumed, top, box)}"/>'
+        f'<polyline class="pub" points="{_points(rates.published, top, box)}"/></svg>'
+        f'<div class="x-axis" aria-hidden="true">{x_labels}</div>'
+        f'<figcaption class="meta">{text}</figcaption></figure>'
+    )
+
+
+def sparkline(rates: Rates) -> Markup:
+    """A small chart for a table row: the same two lines, no axes, scaled to their own top."""
+    top = max([*rates.published, *rates.consumed, 1])
+    box = (1.0, 2.0, SPARK_WIDTH - 2.0, SPARK_HEIGHT - 4.0)
+    return Markup(
+        f'<svg class="spark" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" role="img" '
+        f'aria-label="{escape(summary(rates))}"><title>{escape(summary(rates))}</title>'
+        f'<polyline class="con" points="{_points(rates.consumed, top, box)}"/>'
+        f'<polyline class="pub" points="{_points(rates.published, top, box)}"/></svg>'
+    )
+
+
+def _short(value: float) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if value >= 1000:
+        return f"{value / 1000:g}k"
+    return f"{value:g}"

@@ -1,0 +1,110 @@
+"""A queue (GET /ui/queue/{ns}/{queue}): its counts and rates, its next job, a job looked up by id;
+pause, resume and destroy (after a confirmation)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lmstfy_py import ids
+from lmstfy_py.errors import InvalidParameter, NotFound
+from lmstfy_py.types import Job, JobInfo
+from lmstfy_py.web.dashboard import charts, display
+from lmstfy_py.web.dashboard.render import (
+    back_to,
+    confirm,
+    confirmed,
+    form_of,
+    page,
+    pool_of,
+    queue_of,
+    runtime_of,
+    store_of,
+    ui,
+)
+from lmstfy_py.web.middleware import route
+
+QUEUE = "/ui/queue/{ns}/{queue}"
+
+
+def queue_path(ns: str, queue: str) -> str:
+    return f"/ui/queue/{ns}/{queue}"
+
+
+async def _next_job(request: Request, ns: str, queue: str) -> Job | None:
+    try:
+        return await store_of(request).peek_queue(ns, queue)
+    except NotFound:
+        return None
+
+
+async def _looked_up(request: Request, ns: str, queue: str) -> tuple[str, JobInfo | None]:
+    """The job id asked for (?job_id=) and what was found; None when there is no such job."""
+    job_id = request.query_params.get("job_id", "").strip()
+    if not job_id:
+        return "", None
+    if not ids.is_acceptable(job_id):
+        raise InvalidParameter("invalid job id")
+    try:
+        return job_id, await store_of(request).peek_job(ns, queue, job_id)
+    except NotFound:
+        return job_id, None
+
+
+async def show_queue(request: Request) -> Response:
+    (ns, queue), pool, store = queue_of(request), pool_of(request), store_of(request)
+    stats = await store.stats(ns, queue)
+    rates = (await runtime_of(request).rates.history(pool, only=(ns, queue))).of(ns, queue)
+    next_job = await _next_job(request, ns, queue)
+    job_id, info = await _looked_up(request, ns, queue)
+    context = {
+        "ns": ns,
+        "queue": queue,
+        "known": await store.queue_exists(ns, queue),
+        "stats": stats,
+        "rates": rates,
+        "chart": charts.rate_chart(rates, "queue-rates"),
+        "next_job": next_job,
+        "next_data": display.data(next_job.body) if next_job else None,
+        "job_id": job_id,
+        "info": info,
+        "info_data": display.data(info.job.body) if info else None,
+    }
+    return await page(request, "queue.html", context)
+
+
+async def _set_paused(request: Request, paused: bool) -> Response:
+    (ns, queue), pool = queue_of(request), pool_of(request)
+    await form_of(request)
+    await store_of(request).pause(ns, queue, paused)
+    return back_to(queue_path(ns, queue), pool, "paused" if paused else "resumed")
+
+
+async def pause(request: Request) -> Response:
+    return await _set_paused(request, True)
+
+
+async def resume(request: Request) -> Response:
+    return await _set_paused(request, False)
+
+
+async def destroy(request: Request) -> Response:
+    """Drops every ready job of the queue (DELETE /api/{ns}/{q}'s engine call), once confirmed."""
+    (ns, queue), pool, store = queue_of(request), pool_of(request), store_of(request)
+    fields = await form_of(request)
+    if not confirmed(fields):
+        ready = (await store.stats(ns, queue)).ready
+        details = (
+            f"Deletes the {ready:,} ready job(s) of {ns}/{queue} with their data. Delayed, reserved and dead jobs stay."
+        )
+        return await confirm(request, f"Destroy queue {ns}/{queue}?", details, {})
+    dropped = await store.destroy(ns, queue)
+    return back_to(queue_path(ns, queue), pool, "destroyed", dropped)
+
+
+ROUTES = [
+    route(QUEUE, "GET", ui(show_queue)),
+    route(QUEUE + "/pause", "POST", ui(pause)),
+    route(QUEUE + "/resume", "POST", ui(resume)),
+    route(QUEUE + "/destroy", "POST", ui(destroy)),
+]

@@ -1,0 +1,199 @@
+"""What every dashboard page shares: templates, the page frame, forms, notices, errors as pages.
+
+Pages are rendered on the server from Jinja2 templates (autoescaped) and work without
+JavaScript; static/dashboard.js only refreshes the parts marked `data-refresh`. Every response
+carries a Content-Security-Policy that allows scripts, styles and images from this server
+alone, so nothing can be loaded from elsewhere (and an injected script would not run), and
+refuses framing (clickjacking). An error inside a dashboard route becomes an HTML page with the
+error's status, not the API's JSON.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from lmstfy_py.config import DEFAULT_POOL
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.store.jobstore import JobStore
+from lmstfy_py.web import params
+from lmstfy_py.web.dashboard import csrf, display
+from lmstfy_py.web.errors import as_lmstfy_error
+
+REFRESH_MS = 3000  # how often a page refreshes its data-refresh parts
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",  # pages show tokens and job data
+}
+
+TEMPLATES = Environment(
+    loader=PackageLoader("lmstfy_py.web.dashboard", "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+TEMPLATES.filters.update(
+    count=display.count, when=display.when, ago=display.ago, short_token=display.short_token, urlquery=urlencode
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NavItem:
+    """A top-level page in the navigation bar."""
+
+    title: str
+    path: str
+
+
+class Dashboard:
+    """The dashboard's state on the admin app: its pages' navigation and the CSRF signer."""
+
+    def __init__(self, runtime: Runtime, nav: list[NavItem]) -> None:
+        self.runtime = runtime
+        self.nav = nav
+        self.csrf = csrf.Csrf(runtime.pools.own(runtime.config.admin_pool).redis)
+
+
+def dashboard_of(request: Request) -> Dashboard:
+    return cast(Dashboard, request.app.state.dashboard)
+
+
+def runtime_of(request: Request) -> Runtime:
+    return dashboard_of(request).runtime
+
+
+def pool_of(request: Request) -> str:
+    pool = request.query_params.get("pool") or DEFAULT_POOL
+    if pool not in runtime_of(request).pools:
+        raise InvalidParameter("pool not found")
+    return pool
+
+
+def store_of(request: Request) -> JobStore:
+    return runtime_of(request).pools.get(pool_of(request))
+
+
+def queue_of(request: Request) -> tuple[str, str]:
+    ns, queue = request.path_params["ns"], request.path_params["queue"]
+    params.check_names(ns, queue)
+    return ns, queue
+
+
+async def page(request: Request, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
+    """The page rendered in the dashboard's frame, with a CSRF token for its forms."""
+    board = dashboard_of(request)
+    nonce = csrf.nonce_of(request)
+    fresh = nonce is None
+    nonce = nonce or csrf.new_nonce()
+    pool = request.query_params.get("pool") or DEFAULT_POOL
+    frame = {
+        "nav": board.nav,
+        "path": request.url.path,
+        "pools": board.runtime.pools.names(),
+        "pool": pool if pool in board.runtime.pools else DEFAULT_POOL,
+        "csrf_field": csrf.FIELD,
+        "csrf_token": await board.csrf.token(nonce),
+        "refresh_ms": REFRESH_MS,
+        "notice": notice_of(request),
+    }
+    html = TEMPLATES.get_template(template).render({**frame, **context})
+    response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+    if fresh:
+        csrf.set_nonce(response, nonce)
+    return response
+
+
+def error_page(message: str, status: int) -> Response:
+    """An error as a page; no CSRF token needed, no store touched (it may be what failed)."""
+    html = TEMPLATES.get_template("error.html").render(
+        {"nav": [], "pools": [], "pool": DEFAULT_POOL, "message": message, "status": status, "refresh_ms": 0}
+    )
+    return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def ui(endpoint: Endpoint) -> Endpoint:
+    """A dashboard route: any error it meets becomes an error page with the API's status and text."""
+
+    @functools.wraps(endpoint)
+    async def handle(request: Request) -> Response:
+        try:
+            return await endpoint(request)
+        except Exception as exc:
+            error = as_lmstfy_error(exc)  # logs what is a bug, maps Redis outages to 503
+            return error_page(error.message, error.status)
+
+    return handle
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """A dashboard form's fields, once its CSRF token and origin are checked. Fields come from the
+    url-encoded body only: a link (a GET, or a query string) never carries an action."""
+    body = await params.read_body(request)
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise InvalidParameter("expected a form")
+    fields: dict[str, str] = {}
+    for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        fields.setdefault(key, value)
+    await dashboard_of(request).csrf.check(request, fields.get(csrf.FIELD, ""))
+    return fields
+
+
+# -- notices: what an action did, shown on the page it leads back to ----------------------
+
+NOTICES = {
+    "paused": "Queue paused: nothing is delivered from it until it is resumed.",
+    "resumed": "Queue resumed.",
+    "destroyed": "Queue destroyed: {n} ready job(s) deleted.",
+    "respawned": "{n} dead job(s) respawned.",
+    "deleted": "{n} dead job(s) deleted.",
+    "token_deleted": "Token deleted, with its limit.",
+    "limit_set": "Limit saved.",
+    "limit_deleted": "Limit deleted.",
+}
+
+
+def notice_of(request: Request) -> str | None:
+    """The fixed text of a `?done=` code: a link cannot make the page say anything else."""
+    text = NOTICES.get(request.query_params.get("done", ""))
+    if text is None:
+        return None
+    n = request.query_params.get("n", "")
+    return text.format(n=n if n.isdigit() else "?")
+
+
+def back_to(path: str, pool: str, done: str, n: int | None = None, **query: str) -> Response:
+    """303 to the page an action was made from (post/redirect/get: a reload does not repeat it)."""
+    wanted = {**query, "pool": pool, "done": done}
+    if n is not None:
+        wanted["n"] = str(n)
+    return RedirectResponse(f"{path}?{urlencode(wanted)}", status_code=303, headers=SECURITY_HEADERS)
+
+
+async def confirm(request: Request, what: str, details: str, fields: Mapping[str, str]) -> Response:
+    """The confirmation step of a destructive action: the same form again, with confirm=yes."""
+    action = request.url.path
+    # Every action's path is the page it was made from plus one segment: Cancel leads back there.
+    context: dict[str, Any] = {"what": what, "details": details, "fields": fields, "action": action}
+    context.update(back=action.rsplit("/", 1)[0], no_refresh=True)
+    return await page(request, "confirm.html", context)
+
+
+def confirmed(fields: Mapping[str, str]) -> bool:
+    return fields.get("confirm") == "yes"

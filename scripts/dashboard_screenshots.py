@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Screenshots of every dashboard page, for docs/DASHBOARD.md: 1280x800 and a phone's 390x844.
+
+    .venv/bin/python scripts/dashboard_screenshots.py --out docs/dashboard
+
+Starts its own `lmstfy-py serve` (embedded Redis in a temporary directory), fills it over the
+HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, a binary job
+buried with a reason, a paused queue, a token with a limit), then opens each page in Debian's
+headless Chromium (/usr/bin/chromium, driven by Playwright) and saves `<page>-wide.png` and
+`<page>-phone.png` (the whole page, below the fold too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+from tests.servers import Server, create_token
+
+CHROMIUM = "/usr/bin/chromium"
+SIZES = {"wide": (1280, 800), "phone": (390, 844)}
+RATE_FLUSH_S = 2.5  # the server writes its rate counts every 2 s
+
+
+def seed(server: Server) -> dict[str, str]:
+    """The demo state; the pages to shoot, by name."""
+    demo, shop = create_token(server, "demo", "billing workers"), create_token(server, "shop", "checkout")
+    with httpx.Client(base_url=server.data_url, timeout=10) as data, httpx.Client(base_url=server.admin_url) as admin:
+        for i in range(40):
+            data.put("/api/demo/orders", headers={"X-Token": demo}, content=f'{{"order": {i}, "action": "close"}}')
+        for i in range(12):
+            data.put("/api/demo/emails", params={"delay": 600}, headers={"X-Token": demo}, content=f"mail {i}")
+        reserved = [data.get("/api/demo/orders", params={"ttr": 60}, headers={"X-Token": demo}) for _ in range(15)]
+        data.put(
+            "/api/demo/thumbnails", params={"tries": 1}, headers={"X-Token": demo}, content=b"\x89PNG\r\n\x1a\n\x00"
+        )
+        job = data.get("/api/demo/thumbnails", params={"ttr": 60}, headers={"X-Token": demo}).json()["job_id"]
+        reason = {"reason": "convert: unsupported image format"}
+        data.put(f"/api/demo/thumbnails/job/{job}/bury", params=reason, headers={"X-Token": demo})
+        for i in range(5):
+            data.put("/api/shop/carts", headers={"X-Token": shop}, content=f"cart {i}")
+        admin.put("/queues/shop/carts/pause")
+        admin.put(f"/token/demo/{demo}/limit", json={"read": 100, "write": 50, "interval": 10})
+        looked_up = reserved[-1].json()["job_id"]  # the queue page looks up a reserved job
+    return {
+        "overview": "/ui",
+        "queue": f"/ui/queue/demo/orders?job_id={looked_up}",
+        "deadletter": "/ui/deadletter/demo/thumbnails",
+        "tokens": "/ui/tokens",
+    }
+
+
+def shoot(server: Server, pages: dict[str, str], out: Path) -> list[Path]:
+    made = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            for size, (width, height) in SIZES.items():
+                context = browser.new_context(viewport={"width": width, "height": height})
+                page = context.new_page()
+                for name, path in pages.items():
+                    page.goto(server.admin_url + path)
+                    made.append(out / f"{name}-{size}.png")
+                    page.screenshot(path=str(made[-1]), full_page=True)
+                context.close()
+        finally:
+            browser.close()
+    return made
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as workdir, Server(Path(workdir), args=["--workers", "1"]) as server:
+        server.start()
+        pages = seed(server)
+        time.sleep(RATE_FLUSH_S)  # the charts show the demo's traffic once flushed
+        for path in shoot(server, pages, args.out):
+            print(path)
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

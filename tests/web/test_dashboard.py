@@ -1,0 +1,309 @@
+"""The dashboard's pages, forms and rate history through the admin app, on real Redis servers.
+
+What a browser does with them (refresh, clicks, the request log) is tests/test_dashboard_browser.py;
+here: the CSRF rules a forged request meets, every form's effect on the stores, errors as pages,
+basic auth on /ui, and the rates counted per queue and minute, on a standalone Redis and on
+Redis Clusters (the `runtime` fixture).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from lmstfy_py.admin.limits import Limit
+from lmstfy_py.admin.rates import EXPIRE_S, RateCounter, Rates, RateStore
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.types import NewJob
+from lmstfy_py.web import create_admin_app
+from lmstfy_py.web.dashboard import charts, display
+from tests.conftest import client_for, free_port
+from tests.web.test_auth import ACCOUNTS, CHALLENGE, basic
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+_TOKEN_FIELD = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
+
+
+async def csrf_token(admin: httpx.AsyncClient, path: str = "/ui/tokens") -> str:
+    """The CSRF token of a page's forms; the client keeps the cookie it came with."""
+    page = await admin.get(path)
+    assert page.status_code == 200, page.text
+    found = _TOKEN_FIELD.search(page.text)
+    assert found is not None
+    return found.group(1)
+
+
+async def post(admin: httpx.AsyncClient, path: str, fields: dict[str, str], **headers: str) -> httpx.Response:
+    return await admin.post(path, data=fields, headers={**FORM, **headers})
+
+
+async def paused(runtime: Runtime, ns: str = "ns", queue: str = "q") -> bool:
+    return (await runtime.pools.get("default").stats(ns, queue)).paused
+
+
+# -- CSRF -----------------------------------------------------------------------------------
+
+
+async def test_a_form_with_the_pages_token_acts(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    token = await csrf_token(admin)
+    answer = await post(admin, "/ui/queue/ns/q/pause", {"csrf": token})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/ui/queue/ns/q?pool=default&done=paused")
+    assert await paused(runtime)
+    page = await admin.get(answer.headers["location"])
+    assert "Queue paused: nothing is delivered from it until it is resumed." in page.text
+
+
+@pytest.mark.parametrize(
+    ("case", "headers"),
+    [
+        ("no token", {}),
+        ("a token of another browser", {}),
+        ("from another origin", {"Origin": "http://evil.test"}),
+        ("cross-site by the browser's word", {"Sec-Fetch-Site": "cross-site"}),
+        ("no cookie", {}),
+    ],
+)
+async def test_a_forged_form_is_refused(
+    admin: httpx.AsyncClient, runtime: Runtime, case: str, headers: dict[str, str]
+) -> None:
+    token = await csrf_token(admin)
+    fields = {"csrf": token}
+    if case == "no token":
+        fields = {}
+    elif case == "a token of another browser":
+        async with client_for(create_admin_app(runtime)) as other:
+            fields = {"csrf": await csrf_token(other)}
+    elif case == "no cookie":
+        admin.cookies.clear()
+    answer = await post(admin, "/ui/queue/ns/q/pause", fields, **headers)
+    assert answer.status_code == 403
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "refused" in answer.text
+    assert not await paused(runtime)
+
+
+async def test_a_link_or_a_non_form_body_never_acts(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    token = await csrf_token(admin)
+    as_query = await admin.post("/ui/queue/ns/q/pause", params={"csrf": token})
+    assert as_query.status_code == 400  # fields come from the form body only
+    as_json = await admin.post("/ui/queue/ns/q/pause", json={"csrf": token})
+    assert as_json.status_code == 400
+    assert (await admin.get("/ui/queue/ns/q/pause")).status_code == 404
+    assert not await paused(runtime)
+
+
+async def test_every_process_accepts_what_another_signed(redis_url: str) -> None:
+    """Two runtimes (two workers, or two instances) share the secret through the admin Redis."""
+    config = Config(pools={"default": PoolConfig("default", url=redis_url)})
+    first, second = await Runtime.start(config, run_pumps=False), await Runtime.start(config, run_pumps=False)
+    try:
+        async with client_for(create_admin_app(first)) as one, client_for(create_admin_app(second)) as two:
+            token = await csrf_token(one)
+            two.cookies = one.cookies
+            answer = await post(two, "/ui/queue/ns/q/pause", {"csrf": token})
+            assert answer.status_code == 303
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+# -- pages and forms ---------------------------------------------------------------------------
+
+
+async def test_pages_carry_a_policy_that_loads_nothing_from_elsewhere(admin: httpx.AsyncClient) -> None:
+    page = await admin.get("/ui")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert page.headers["x-frame-options"] == "DENY"
+    assert "http://" not in page.text.replace("http://test", "") and "https://" not in page.text
+    for asset in re.findall(r'(?:href|src)="(/ui/static/[^"]+)"', page.text):
+        found = await admin.get(asset.replace("&amp;", "&"))
+        assert found.status_code == 200 and "immutable" in found.headers["cache-control"]
+        assert b"http://" not in found.content and b"https://" not in found.content
+    assert (await admin.get("/ui/static/nothing.js")).status_code == 404
+
+
+async def test_the_overview_shows_counts_pause_and_totals(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    await engine.publish_many("shop", "carts", [NewJob(b"a"), NewJob(b"b")])
+    await engine.publish("shop", "mails", NewJob(b"later", delay_ms=600_000))
+    await engine.pause("shop", "mails", True)
+    await runtime.tokens.create("default", "tokens-only", "no job yet")
+    page = (await admin.get("/ui")).text
+    assert re.search(r'data-queue="shop/carts">.*?data-col="ready">2<', page, re.S)
+    assert re.search(r'data-queue="shop/mails">.*?paused.*?data-col="delayed">1<', page, re.S)
+    assert 'data-namespace="tokens-only"' in page and "only has tokens" in page
+    assert 'data-total="ready">2<' in page
+    only = (await admin.get("/ui", params={"ns": "tokens-only"})).text
+    assert 'data-queue="shop/carts"' not in only
+
+
+async def test_a_job_and_its_data_as_text_or_binary(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    text = (await engine.publish("ns", "q", NewJob("<b>é</b>".encode()))).job_id
+    binary = (await engine.publish("ns", "q", NewJob(b"\x00\x01\xff"))).job_id
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": text})).text
+    assert "&lt;b&gt;é&lt;/b&gt;" in page and "<b>é</b>" not in page  # escaped, not markup
+    assert "data-job-state>ready<" in page
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": binary})).text
+    assert "00 01 ff" in page and "AAH/" in page  # hex and base64
+    missing = (await admin.get("/ui/queue/ns/q", params={"job_id": "nope"})).text
+    assert "No job <code>nope</code> in this queue" in missing
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "message"),
+    [
+        ("/ui/queue/bad!name/q", 400, "namespace name contains forbidden characters"),
+        ("/ui/queue/ns/q?pool=nowhere", 400, "pool not found"),
+        ("/ui/queue/ns/q?job_id=bad%20id", 400, "invalid job id"),
+        ("/ui/deadletter/ns/q?after=unknown", 404, "the job `after` names is not in the dead letter"),
+    ],
+)
+async def test_errors_are_pages(admin: httpx.AsyncClient, path: str, status: int, message: str) -> None:
+    answer = await admin.get(path)
+    assert answer.status_code == status
+    assert answer.headers["content-type"].startswith("text/html")
+    assert f'id="error-message">{message}<' in answer.text.replace("&#96;", "`")
+
+
+async def test_destroy_and_the_dead_letter_need_a_confirmation(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    await engine.publish("ns", "q", NewJob(b"ready"))
+    for _ in range(3):
+        job_id = (await engine.publish("ns", "q", NewJob(b"dying"))).job_id
+        await engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=0, count=2)
+        await engine.bury("ns", "q", job_id, "boom")
+    token = await csrf_token(admin)
+    asked = await post(admin, "/ui/deadletter/ns/q/delete", {"csrf": token})
+    assert asked.status_code == 200 and "Deletes the 3 dead job(s)" in asked.text
+    assert 'name="count" value="3"' in asked.text and await engine.dead_letter_size("ns", "q") == 3
+    done = await post(admin, "/ui/deadletter/ns/q/respawn", {"csrf": token, "confirm": "yes", "count": "2"})
+    assert done.headers["location"].endswith("done=respawned&n=2")
+    assert await engine.dead_letter_size("ns", "q") == 1  # as many as confirmed, oldest first
+    asked = await post(admin, "/ui/queue/ns/q/destroy", {"csrf": token})
+    assert "Destroy queue ns/q?" in asked.text and (await engine.stats("ns", "q")).ready > 0
+    done = await post(admin, "/ui/queue/ns/q/destroy", {"csrf": token, "confirm": "yes"})
+    assert done.status_code == 303 and (await engine.stats("ns", "q")).ready == 0
+
+
+async def test_tokens_and_limits_from_forms(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    token = await csrf_token(admin, "/ui/tokens")
+    created = await post(admin, "/ui/tokens/create", {"csrf": token, "namespace": "ns", "description": "d"})
+    assert created.status_code == 201
+    found = re.search(r'id="new-token">([0-9a-f]{32})<', created.text)
+    assert found is not None and await runtime.tokens.exists("default", "ns", found.group(1))
+    new = found.group(1)
+    limit = {"csrf": token, "namespace": "ns", "token": new, "read": "5", "write": "0", "interval": "10"}
+    assert (await post(admin, "/ui/tokens/limit", limit)).status_code == 303
+    assert await runtime.limits.get("default", "ns", new) == Limit(5, 0, 10)
+    refused = await post(admin, "/ui/tokens/limit", {**limit, "read": "0"})
+    assert refused.status_code == 400 and "can&#39;t both be 0" in refused.text
+    short = await post(admin, "/ui/tokens/create", {"csrf": token, "namespace": "ns", "description": "d", "token": "x"})
+    assert short.status_code == 400 and "the user token was too short" in short.text
+    deleting = {"csrf": token, "namespace": "ns", "token": new}
+    assert "Delete a token of ns?" in (await post(admin, "/ui/tokens/delete", deleting)).text
+    assert await runtime.tokens.exists("default", "ns", new)
+    assert (await post(admin, "/ui/tokens/delete", {**deleting, "confirm": "yes"})).status_code == 303
+    assert await runtime.limits.get("default", "ns", new) is None
+    assert (await runtime.tokens.list_tokens("default", "ns")) == {}
+
+
+# -- basic auth ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def secured_admin(redis_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    config = Config(pools={"default": PoolConfig("default", url=redis_url)}, accounts=ACCOUNTS)
+    runtime = await Runtime.start(config, run_pumps=False)
+    try:
+        async with client_for(create_admin_app(runtime)) as client:
+            yield client
+    finally:
+        await runtime.stop()
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/ui"), ("GET", "/ui/static/dashboard.css"), ("POST", "/ui/tokens/create")]
+)
+async def test_the_dashboard_needs_an_account(secured_admin: httpx.AsyncClient, method: str, path: str) -> None:
+    answer = await secured_admin.request(method, path)
+    assert (answer.status_code, answer.headers["www-authenticate"]) == (401, CHALLENGE)
+    allowed = await secured_admin.request(method, path, headers=basic("alice", ACCOUNTS["alice"]))
+    assert allowed.status_code in (200, 400)  # 400: the POST had no form
+
+
+# -- rates ---------------------------------------------------------------------------------------
+
+
+async def test_rates_count_publishes_and_consumes_per_queue(runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    await engine.publish_many("ns", "a", [NewJob(b"1"), NewJob(b"2"), NewJob(b"3")])
+    await engine.publish("ns", "b", NewJob(b"x", job_id="order-1"))
+    await engine.publish("ns", "b", NewJob(b"x", job_id="order-1"))  # a duplicate stores nothing, counts nothing
+    await engine.consume("ns", ["b", "a"], ttr_ms=60_000, timeout_ms=0, count=3)
+    await runtime.rates.flush()
+    history = await runtime.rates.history("default")
+    # Sums over the hour: the work may straddle a minute's end.
+    assert (sum(history.of("ns", "a").published), sum(history.of("ns", "a").consumed)) == (3, 2)
+    assert (sum(history.of("ns", "b").published), sum(history.of("ns", "b").consumed)) == (1, 1)
+    assert sum(history.total().published) == 4 and sum(history.of_namespace("ns").consumed) == 3
+    one = await runtime.rates.history("default", only=("ns", "a"))
+    assert list(one.queues) == [("ns", "a")] and sum(one.of("ns", "a").published) == 3
+    assert len(history.of("ns", "a").published) == 60 and history.of("ns", "nothing").published == [0] * 60
+    admin_redis = runtime.pools.own("default").redis
+    written = [key async for key in admin_redis.scan_iter(match="rt/default/*")]
+    assert written and all(0 < ttl <= EXPIRE_S for ttl in [await admin_redis.ttl(key) for key in written])
+
+
+async def test_counts_of_several_processes_add_up(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    stores = [RateStore(redis, RateCounter()) for _ in range(2)]
+    try:
+        for store in stores:
+            store.counter.published("default", "ns", "q", [NewJob(b"")] * 2, None)
+            await store.flush()
+        assert sum((await stores[0].history("default")).of("ns", "q").published) == 4
+    finally:
+        await redis.aclose()
+
+
+async def test_counts_a_flush_could_not_write_wait_for_the_next(redis_url: str) -> None:
+    counter = RateCounter()
+    counter.published("default", "ns", "q", [NewJob(b"")] * 5, None)
+    away = Redis.from_url(f"redis://127.0.0.1:{free_port()}")  # nothing listens there
+    working = Redis.from_url(redis_url)
+    try:
+        with pytest.raises(Exception, match="onnect"):
+            await RateStore(away, counter).flush()
+        counter.published("default", "ns", "q", [NewJob(b"")], None)
+        await RateStore(working, counter).flush()
+        assert sum((await RateStore(working, RateCounter()).history("default")).of("ns", "q").published) == 6
+        assert counter.take() == {}  # written once, not kept to be written again
+    finally:
+        await away.aclose()
+        await working.aclose()
+
+
+# -- what pages show -------------------------------------------------------------------------------
+
+
+def test_job_data_is_text_when_printable_utf8_else_hex_and_base64() -> None:
+    assert display.data("héllo\n\tworld".encode()).text == "héllo\n\tworld"
+    binary = display.data(b"\x00abc")
+    assert (binary.text, binary.hex, binary.base64) == (None, "00 61 62 63", "AGFiYw==")
+    assert display.data(b"\x1b[31mred").text is None  # a terminal escape is not shown as text
+    long = display.data(("é" * 3000).encode())  # 6000 bytes, cut inside a character
+    assert long.truncated and long.size == 6000 and long.text == "é" * 2048
+
+
+def test_chart_scales() -> None:
+    assert [charts.nice_ceiling(n) for n in (0, 1, 3, 7, 20, 21, 999, 1001)] == [1, 1, 5, 10, 20, 50, 1000, 2000]
+    chart = charts.rate_chart(Rates([0] * 59 + [30], [0] * 60), "c")
+    assert 'data-top="50"' in chart and chart.count("<polyline") == 2
+    assert "last 60 minutes: 30 published, 0 consumed" in chart

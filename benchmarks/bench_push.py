@@ -72,6 +72,7 @@ class Round:
     server_cpu_s: float
     redis_cpu_s: float
     endpoint_cpu_s: float
+    other_cpu_s: float  # the rest of the machine (this program included): above ~10% of the window, noisy
 
     @property
     def per_s(self) -> float:
@@ -82,7 +83,7 @@ class Round:
         return (
             f"{self.per_s:,.0f} deliveries/s ({self.jobs} in {self.seconds:.2f} s); CPU per delivery: "
             f"server {self.server_cpu_s * per_job:.0f} us, redis {self.redis_cpu_s * per_job:.0f} us, "
-            f"endpoint {self.endpoint_cpu_s * per_job:.0f} us"
+            f"endpoint {self.endpoint_cpu_s * per_job:.0f} us; CPU other {100 * self.other_cpu_s / self.seconds:.0f}%"
         )
 
 
@@ -143,8 +144,20 @@ def delete_group(server: Server, group: str) -> None:
     assert httpx.delete(f"{server.admin_url}/pusher/{NS}/{group}", timeout=5).status_code == 200
 
 
-def cpu_now(server: Server, endpoint: Endpoint) -> tuple[float, float, float]:
-    return sum(map(cpu_seconds, server.pids())), cpu_seconds(server.redis_pid), cpu_seconds(endpoint.proc.pid)
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent not idle (all cores), from /proc/stat."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(server: Server, endpoint: Endpoint) -> tuple[float, float, float, float]:
+    """Server, Redis, endpoint, and the whole machine's busy CPU seconds."""
+    return (
+        sum(map(cpu_seconds, server.pids())),
+        cpu_seconds(server.redis_pid),
+        cpu_seconds(endpoint.proc.pid),
+        machine_busy_seconds(),
+    )
 
 
 def delivery_round(server: Server, endpoint: Endpoint, token: str, number: int, args: argparse.Namespace) -> Round:
@@ -163,8 +176,11 @@ def delivery_round(server: Server, endpoint: Endpoint, token: str, number: int, 
     seconds = time.monotonic() - started
     cpu_after = cpu_now(server, endpoint)
     delete_group(server, group)
-    spent = [after - before for after, before in zip(cpu_after, cpu_before, strict=True)]
-    return Round(endpoint.count() - delivered_before, seconds, *spent)
+    server_s, redis_s, endpoint_s, machine_s = [
+        after - before for after, before in zip(cpu_after, cpu_before, strict=True)
+    ]
+    other_s = max(0.0, machine_s - server_s - redis_s - endpoint_s)
+    return Round(endpoint.count() - delivered_before, seconds, server_s, redis_s, endpoint_s, other_s)
 
 
 def server_cpu_pct(server: Server, seconds: float) -> float:

@@ -38,6 +38,9 @@ COMMAND_LINE = "command line"
 FSYNC_POLICIES = ("everysec", "always")
 
 PoolKind = Literal["standalone", "sentinel", "cluster"]
+# "lmstfy": the Redis may hold what lmstfy left there, served in place (SPEC section 12).
+PoolFormat = Literal["lmstfy-py", "lmstfy"]
+POOL_FORMATS = ("lmstfy-py", "lmstfy")
 FsyncPolicy = Literal["everysec", "always"]
 
 
@@ -99,6 +102,7 @@ class PoolConfig:
     db: int = 0
     cluster_nodes: tuple[str, ...] = ()
     migrate_to: str | None = None
+    format: PoolFormat = "lmstfy-py"
 
 
 @dataclass(frozen=True)
@@ -355,6 +359,7 @@ def _read_pool(name: str, reader: _Reader) -> PoolConfig:
         db=reader.integer("db", 0, 0, 2**31 - 1),
         cluster_nodes=reader.addresses("cluster_nodes"),
         migrate_to=reader.string("migrate_to"),
+        format=cast(PoolFormat, reader.choice("format", "lmstfy-py", POOL_FORMATS)),
     )
     reader.finish()
     _check_pool_kind(pool, reader)
@@ -362,6 +367,8 @@ def _read_pool(name: str, reader: _Reader) -> PoolConfig:
 
 
 def _check_pool_kind(pool: PoolConfig, reader: _Reader) -> None:
+    if pool.format == "lmstfy" and pool.kind == "cluster":
+        reader.fail("format", "lmstfy never ran on a Redis Cluster: an lmstfy-format pool is standalone or sentinel")
     for key in _REQUIRED[pool.kind]:
         if not getattr(pool, key):
             reader.fail(key, f"required for a {pool.kind} pool")

@@ -180,6 +180,14 @@ def test_with_embedded_makes_the_default_pool() -> None:
             "[pools.default]\nkind = 'cluster'\ncluster_nodes = ['a:1']\ndb = 1\n",
             "[pools.default] db: a Redis Cluster has only db 0",
         ),
+        (
+            "[pools.default]\nurl = 'redis://x'\nformat = 'go'\n",
+            '[pools.default] format: expected "lmstfy-py" or "lmstfy"',
+        ),
+        (
+            "[pools.default]\nkind = 'cluster'\ncluster_nodes = ['a:1']\nformat = 'lmstfy'\n",
+            "[pools.default] format: lmstfy never ran on a Redis Cluster",
+        ),
         ("[pools.other]\nurl = 'redis://x'\n", "a [pools.default] table is required when any pool is configured"),
         ("[pools.'bad:name']\nurl = 'redis://x'\n", "[pools.bad:name]: pool names may use only letters"),
         ("[pools]\ndefault = 'redis://x'\n", "[pools.default]: expected a table, got a string"),

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -23,51 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import bench
 
 
-@dataclass
-class Side:
-    name: str
-    url: str
-    admin: str
-    query: str
-    rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # scenario -> (req/s, jobs/s)
-
-    def bench_args(self, args: argparse.Namespace) -> list[str]:
-        argv = ["--url", self.url, "--admin", self.admin, "--duration", str(args.duration)]
-        argv += ["--clients", str(args.clients), "--scenarios", args.scenarios, "--ceilings", ""]
-        argv += ["--settle", str(args.settle)]
-        return argv + (["--query", self.query] if self.query else [])
-
-
-async def one_round(side: Side, args: argparse.Namespace) -> None:
-    report = await bench.run(bench.parse_args(side.bench_args(args)))
-    for result in report["results"]:
-        side.rates.setdefault(result["name"], []).append((result["req_per_s"], result["jobs_per_s"]))
-
-
-def summary(a: Side, b: Side) -> list[str]:
-    lines = [f"{'scenario':<18}{'A req/s':>10}{'B req/s':>10}{'B/A':>7}{'A jobs/s':>11}{'B jobs/s':>11}{'B/A':>7}"]
-    for name, a_rates in a.rates.items():
-        b_rates = b.rates.get(name, [])
-        if not b_rates:
-            continue
-        a_req, b_req = (statistics.median(r for r, _ in rates) for rates in (a_rates, b_rates))
-        a_jobs, b_jobs = (statistics.median(j for _, j in rates) for rates in (a_rates, b_rates))
-        lines.append(
-            f"{name:<18}{a_req:>10,.0f}{b_req:>10,.0f}{b_req / a_req:>7.3f}{a_jobs:>11,.0f}{b_jobs:>11,.0f}"
-            f"{b_jobs / a_jobs:>7.3f}"
-        )
-    return lines
-
-
 async def run(args: argparse.Namespace) -> list[str]:
-    a = Side("A", *args.a, args.a_query)
-    b = Side("B", *args.b, args.b_query)
-    for round_ in range(args.rounds):
-        # Alternate who goes first, so neither always runs on a machine the other just warmed.
-        for side in (a, b) if round_ % 2 == 0 else (b, a):
-            print(f"ab: round {round_ + 1}/{args.rounds}, {side.name} ({side.url} {side.query})", flush=True)
-            await one_round(side, args)
-    return summary(a, b)
+    a = bench.Side("A", *args.a, bench.query_pairs(args.a_query))
+    b = bench.Side("B", *args.b, bench.query_pairs(args.b_query))
+    settings = ["--duration", str(args.duration), "--clients", str(args.clients), "--scenarios", args.scenarios]
+    await bench.alternate((a, b), bench.parse_args([*settings, "--settle", str(args.settle)]), args.rounds, "ab")
+    return bench.ratio_table(b, a, a)
 
 
 def main(argv: list[str] | None = None) -> None:

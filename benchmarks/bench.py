@@ -39,6 +39,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -904,6 +905,60 @@ def ceiling_rows(report: dict[str, Any]) -> list[str]:
     return rows
 
 
+# -- --compare (and ab.py): the same scenarios against two servers, alternated round by round ------
+
+
+@dataclass
+class Side:
+    """One server of a comparison, and the (req/s, jobs/s) of each of its rounds by scenario."""
+
+    name: str
+    url: str
+    admin: str
+    query: dict[str, str] = field(default_factory=dict)
+    rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: int, label: str) -> None:
+    """Runs args' scenarios on each side in turns, who goes first alternating: both see the same noise."""
+    for round_ in range(rounds):
+        for side in sides if round_ % 2 == 0 else sides[::-1]:
+            print(f"{label}: round {round_ + 1}/{rounds}, {side.name} ({side.url} {side.query or ''})", flush=True)
+            # No ceilings: a comparison's ratio is between the two servers.
+            one = {**vars(args), "url": side.url, "admin": side.admin, "query": side.query, "ceilings": []}
+            report = await run(argparse.Namespace(**one))
+            for result in report["results"]:
+                side.rates.setdefault(result["name"], []).append((result["req_per_s"], result["jobs_per_s"]))
+
+
+def ratio_table(top: Side, bottom: Side, first: Side) -> list[str]:
+    """Medians of each side (first listed first), and top/bottom for req/s and jobs/s."""
+    second = bottom if first is top else top
+    ratio = f"{top.name}/{bottom.name}"
+    width = max(len(ratio), 5) + 2
+    head = f"{'scenario':<18}{first.name + ' req/s':>14}{second.name + ' req/s':>14}{ratio:>{width}}"
+    lines = [head + f"{first.name + ' jobs/s':>15}{second.name + ' jobs/s':>15}{ratio:>{width}}"]
+    for name in first.rates:
+        if name not in second.rates:
+            continue
+        req = {side.name: statistics.median(r for r, _ in side.rates[name]) for side in (first, second)}
+        jobs = {side.name: statistics.median(j for _, j in side.rates[name]) for side in (first, second)}
+        lines.append(
+            f"{name:<18}{req[first.name]:>14,.0f}{req[second.name]:>14,.0f}"
+            f"{req[top.name] / req[bottom.name]:>{width}.3f}"
+            f"{jobs[first.name]:>15,.0f}{jobs[second.name]:>15,.0f}{jobs[top.name] / jobs[bottom.name]:>{width}.3f}"
+        )
+    return lines
+
+
+async def compare(args: argparse.Namespace) -> list[str]:
+    """--compare URL ADMIN: lmstfy-py (--url/--admin) and another lmstfy-compatible server, e.g. Go lmstfy."""
+    ours = Side("ours", args.url, args.admin, dict(args.query))
+    theirs = Side("theirs", *args.compare, dict(args.query))
+    await alternate((ours, theirs), args, args.rounds, "compare")
+    return ratio_table(ours, theirs, ours)
+
+
 def names(text: str, allowed: list[str]) -> list[str]:
     chosen = [n.strip() for n in text.split(",") if n.strip()]
     unknown = set(chosen) - set(allowed)
@@ -944,6 +999,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="K=V,...",
         help="more query parameters on every request, e.g. priority=5",
     )
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("URL", "ADMIN"),
+        help="also run every scenario on this other server (e.g. Go lmstfy), alternated; print ours/theirs",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--compare: rounds of each server")
     parser.add_argument("--json", metavar="FILE", help="write every figure to FILE")
     parser.add_argument("--markdown", action="store_true", help="also print the results as a Markdown table")
     return parser.parse_args(argv)
@@ -958,6 +1020,9 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         runner = asyncio.Runner()
     with runner:
+        if args.compare:
+            print("\n".join(runner.run(compare(args))))
+            return
         report = runner.run(run(args))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -75,3 +75,21 @@ def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
     for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
         name, *figures = row.split()
         assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row
+
+
+def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(server: Server) -> None:
+    """--compare with the same server as "theirs" (a Go lmstfy in real use): rounds alternate, ratios ~1."""
+    args = ["--url", server.data_url, "--admin", server.admin_url, "--compare", server.data_url, server.admin_url]
+    args += ["--scenarios", "publish,consume_ack", "--rounds", "2", "--duration", "0.5", "--clients", "2"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--settle", "0"], capture_output=True, text=True, timeout=BENCH_TIMEOUT
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rounds = [line.split(",")[1].split()[0] for line in done.stdout.splitlines() if line.startswith("compare: round")]
+    assert rounds == ["ours", "theirs", "theirs", "ours"]  # who goes first alternates
+    table = done.stdout.splitlines()[-3:]
+    header = ["scenario", "ours", "req/s", "theirs", "req/s", "ours/theirs", "ours", "jobs/s", "theirs", "jobs/s"]
+    assert table[0].split() == [*header, "ours/theirs"]
+    for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
+        name, *figures = row.split()
+        assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row

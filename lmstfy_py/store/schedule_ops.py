@@ -4,14 +4,13 @@ Each namespace keeps its schedules in three keys of its hash tag (store/keys.py)
 schedules, their next ticks (a zset) and their last jobs. A pool-wide index (keys.CRON_INDEX:
 namespace -> earliest next tick) tells the scheduler (store/scheduler.py) which namespaces are
 due; it is lowered after each registration and re-derived by the scheduler's sweep, as the
-pump's due index is. Firing a tick is one script (lua/schedule_fire.lua): the claim and the
+pump's due index is (store/due_index.py). Firing a tick is one script (lua/schedule_fire.lua): the claim and the
 job's publish are one atomic step, so every tick gives exactly one job, whatever the number of
 processes firing, and no job exists only in a process's memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from lmstfy_py import ids
@@ -142,16 +141,3 @@ async def _fire(engine: Engine, ns: str, field: str, packed: bytes, tick_ms: int
     if await engine.scripts.schedule_fire(engine.script_client, call_keys, args) == 1:
         job = NewJob(schedule.body, schedule.ttl_ms, 0, schedule.tries, None, schedule.priority, job_id)
         engine.observer.published(engine.pool, ns, queue, [job], None)
-
-
-async def index_heads(engine: Engine, namespaces: Sequence[str]) -> None:
-    """The sweep: lowers each namespace's index entry to its earliest next tick."""
-    pipe = engine.redis.pipeline(transaction=False)
-    for ns in namespaces:
-        pipe.zrange(keys.schedule_ticks(ns), 0, 0, withscores=True)
-    heads = await pipe.execute()
-    pipe = engine.redis.pipeline(transaction=False)
-    for ns, head in zip(namespaces, heads, strict=True):
-        if head:
-            pipe.zadd(keys.CRON_INDEX, {ns: head[0][1]}, lt=True)
-    await pipe.execute()

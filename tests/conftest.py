@@ -22,7 +22,7 @@ from lmstfy_py.web import create_admin_app, create_data_app
 from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, SentinelGroup
 from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
-from tests.servers import Server
+from tests.servers import Server, started_together
 
 __all__ = ["free_port"]
 
@@ -148,6 +148,24 @@ async def runtime(pool_config: PoolConfig) -> AsyncIterator[Runtime]:
         yield started
     finally:
         await started.stop()
+
+
+@pytest.fixture
+async def standalone_runtime(redis_url: str) -> AsyncIterator[Runtime]:
+    """A Runtime with its background loops on the standalone test Redis only (no cluster runs)."""
+    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}))
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, Server]]:
+    """Two `lmstfy-py serve` processes on the standalone test Redis, started together."""
+    servers = (Server(tmp_path / "a", redis_url=redis_url), Server(tmp_path / "b", redis_url=redis_url))
+    with started_together(servers) as running:
+        yield running[0], running[1]
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from lmstfy_py import metrics
-from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app
@@ -31,10 +30,8 @@ SECRET = "s3cret-s3cret-s3cret"
 
 
 @pytest.fixture
-async def runtime(redis_url: str) -> AsyncIterator[Runtime]:
-    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}))
-    yield started
-    await started.stop()
+async def runtime(standalone_runtime: Runtime) -> Runtime:
+    return standalone_runtime
 
 
 @pytest.fixture

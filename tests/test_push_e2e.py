@@ -9,27 +9,18 @@ import asyncio
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import redis
 
 from lmstfy_py.store import keys
 from tests.endpoints import Endpoints
-from tests.servers import Server, create_token, started_together
+from tests.servers import Server, create_token
 
 NS, QUEUE = "push-e2e", "q"
 CHANGE_REACHES_S = 1.0  # the promise (lmstfy: 3 s)
-
-
-@pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, Server]]:
-    servers = (Server(tmp_path / "a", redis_url=redis_url), Server(tmp_path / "b", redis_url=redis_url))
-    with started_together(servers) as running:
-        yield running[0], running[1]
 
 
 def create_pusher(server: Server, endpoint: str, **more: Any) -> None:

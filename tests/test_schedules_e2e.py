@@ -5,23 +5,14 @@ workers each) give exactly one job per tick; ticks missed while no server ran gi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from lmstfy_py import ids
-from tests.servers import Server, create_token, started_together
+from tests.servers import Server, create_token
 
 NS, QUEUE = "cron-e2e", "q"
-
-
-@pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, Server]]:
-    servers = (Server(tmp_path / "a", redis_url=redis_url), Server(tmp_path / "b", redis_url=redis_url))
-    with started_together(servers) as running:
-        yield running[0], running[1]
 
 
 def register(server: Server, token: str, **query: object) -> int:

@@ -31,10 +31,8 @@ QUICK_S = 1.0  # issue 4: no request hangs beyond a second while Redis is down
 
 
 @pytest.fixture
-async def runtime(redis_url: str) -> AsyncIterator[Runtime]:
-    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}))
-    yield started
-    await started.stop()
+async def runtime(standalone_runtime: Runtime) -> Runtime:
+    return standalone_runtime
 
 
 @pytest.fixture

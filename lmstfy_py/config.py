@@ -38,9 +38,10 @@ COMMAND_LINE = "command line"
 FSYNC_POLICIES = ("everysec", "always")
 
 PoolKind = Literal["standalone", "sentinel", "cluster"]
-# "lmstfy": the Redis may hold what lmstfy left there, served in place (SPEC section 12).
-PoolFormat = Literal["lmstfy-py", "lmstfy"]
-POOL_FORMATS = ("lmstfy-py", "lmstfy")
+# What lmstfy left in the Redis is served in place (SPEC section 12) with "lmstfy"; with "auto"
+# when it is found at start (a cluster pool never looks); never with "lmstfy-py".
+PoolFormat = Literal["auto", "lmstfy-py", "lmstfy"]
+POOL_FORMATS = ("auto", "lmstfy-py", "lmstfy")
 FsyncPolicy = Literal["everysec", "always"]
 
 
@@ -102,7 +103,7 @@ class PoolConfig:
     db: int = 0
     cluster_nodes: tuple[str, ...] = ()
     migrate_to: str | None = None
-    format: PoolFormat = "lmstfy-py"
+    format: PoolFormat = "auto"
 
 
 @dataclass(frozen=True)
@@ -359,7 +360,7 @@ def _read_pool(name: str, reader: _Reader) -> PoolConfig:
         db=reader.integer("db", 0, 0, 2**31 - 1),
         cluster_nodes=reader.addresses("cluster_nodes"),
         migrate_to=reader.string("migrate_to"),
-        format=cast(PoolFormat, reader.choice("format", "lmstfy-py", POOL_FORMATS)),
+        format=cast(PoolFormat, reader.choice("format", "auto", POOL_FORMATS)),
     )
     reader.finish()
     _check_pool_kind(pool, reader)

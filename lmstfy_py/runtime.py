@@ -6,6 +6,7 @@ can build as many as they need. `start` is the one place where the parts are wir
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,10 +21,13 @@ from lmstfy_py.config import Config
 from lmstfy_py.push.manager import PushManager
 from lmstfy_py.store.engine import TimerSignal
 from lmstfy_py.store.health import Health
+from lmstfy_py.store.lmstfy_format import LmstfyMover
 from lmstfy_py.store.observers import Observers
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
 
 
 class Background(Protocol):
@@ -65,12 +69,16 @@ class Runtime:
         timers = {name: TimerSignal() for name in config.pools}
         counter = RateCounter()
         pools = Pools.connect(config.pools, Observers(metrics.EngineMetrics(), counter), timers)
+        lmstfy_formats = await pools.serve_lmstfy_layouts(config.pools)
         # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
         # while it migrates).
         admin = pools.own(config.admin_pool).redis
         names = pools.names()
         stores = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
         runtime = cls(config, pools, *stores, RateStore(admin, counter))
+        lmstfy_admin = _LmstfyAdmin(runtime.tokens, runtime.limits)
+        if lmstfy_formats and not pools.lmstfy_unsure:
+            await lmstfy_admin.adopt()
         await runtime.limits.start()
         runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
         runtime.access_log_switch.start()
@@ -82,7 +90,8 @@ class Runtime:
             runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
             await runtime.push.start()
             runtime.background = [runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
-            runtime.background += [*runtime.schedulers, runtime.pushers]
+            movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
+            runtime.background += [*runtime.schedulers, *movers, runtime.pushers]
             for part in runtime.background:
                 part.start()
         return runtime
@@ -103,3 +112,21 @@ class Runtime:
         if self.push is not None:
             await self.push.stop()
         await self.pools.close()
+
+
+class _LmstfyAdmin:
+    """Takes in lmstfy's admin keys once per process: its tokens are already where lmstfy-py looks,
+    but their namespaces and lmstfy's limits are copied so the admin API and throttling see them.
+    At start when a pool was found to hold lmstfy's data, else when its LmstfyMover first finds it."""
+
+    def __init__(self, tokens: TokenStore, limits: LimitStore) -> None:
+        self.tokens, self.limits = tokens, limits
+        self.adopted = False
+
+    async def adopt(self) -> None:
+        if self.adopted:
+            return
+        namespaces, limits = await self.tokens.adopt_lmstfy(), await self.limits.adopt_lmstfy()
+        self.adopted = True
+        if namespaces or limits:
+            log.info("from lmstfy's admin keys: %d namespaces with tokens, %d limits", namespaces, limits)

@@ -8,7 +8,8 @@ from typing import Literal
 
 from lmstfy_py import ids
 
-JobStateName = Literal["delayed", "ready", "reserved", "dead"]
+# "unknown": a job still in lmstfy's layout (store/lmstfy_format.py), whose data is known, not its state.
+JobStateName = Literal["delayed", "ready", "reserved", "dead", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,7 +182,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ),
         (
             "[pools.default]\nurl = 'redis://x'\nformat = 'go'\n",
-            '[pools.default] format: expected "lmstfy-py" or "lmstfy"',
+            '[pools.default] format: expected "auto" or "lmstfy-py" or "lmstfy"',
         ),
         (
             "[pools.default]\nkind = 'cluster'\ncluster_nodes = ['a:1']\nformat = 'lmstfy'\n",

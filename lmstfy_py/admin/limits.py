@@ -172,6 +172,21 @@ class LimitStore:
             self._table = {where: lim for where, lim in self._table.items() if keys.limit_field(*where) not in gone}
         return deleted
 
+    async def adopt_lmstfy(self) -> int:
+        """Takes in the limits lmstfy kept (its hash keys.LMSTFY_LIMITS, same fields and JSON) that
+        this store lacks; returns how many. Once, at the start of a server that found lmstfy's data."""
+        adopted = 0
+        for field, value in (await self.redis.hgetall(keys.LMSTFY_LIMITS)).items():
+            try:
+                pool, ns, token = _split_field(field)
+                limit = limit_from_json(value)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring lmstfy's malformed limit %r: %s", field, exc)
+                continue
+            if pool in self.pools and await self._store(pool, ns, token, limit, only_new=True):
+                adopted += 1
+        return adopted
+
     # -- throttling (data plane) ------------------------------------------------------
 
     def cached(self, pool: str, ns: str, token: str) -> Limit | None:

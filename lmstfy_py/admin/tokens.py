@@ -76,6 +76,17 @@ class TokenStore:
         self._forget(pool, ns)
         return deleted
 
+    async def adopt_lmstfy(self) -> int:
+        """Registers the namespaces of tokens lmstfy made (its token hashes are ours, but it keeps no
+        set of their namespaces); returns how many. Once, at the start of a server that found
+        lmstfy's data: a SCAN of the admin Redis."""
+        adopted = 0
+        for pool in self.pools:
+            async for key in self.redis.scan_iter(match=keys.tokens(pool, "*"), count=1000):
+                ns = key.decode()[len(keys.tokens(pool, "")) :]
+                adopted += int(await self.redis.sadd(keys.token_namespaces(pool), ns))
+        return adopted
+
     async def namespaces(self, pool: str) -> list[str]:
         self._check_pool(pool)
         return sorted(m.decode() for m in await self.redis.smembers(keys.token_namespaces(pool)))

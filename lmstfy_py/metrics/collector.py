@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import logging
 import os
@@ -38,6 +39,9 @@ class Collector:
         self.every_s = every_s
         self._reported: dict[str, set[tuple[str, str]]] = {}  # pool -> (namespace, queue) with sizes set
         self._lock: IO[bytes] | None = None
+        # One refresh at a time: one that read the namespaces before another ran would
+        # otherwise zero the queues the other just reported, as "gone".
+        self._refreshing = asyncio.Lock()
         self._loop = tasks.Loop("collector", self._step)
 
     def start(self) -> None:
@@ -68,6 +72,10 @@ class Collector:
 
     async def refresh(self) -> None:
         """Reads every pool's sizes and Redis INFO now; a pool that fails keeps its last values."""
+        async with self._refreshing:
+            await self._refresh()
+
+    async def _refresh(self) -> None:
         for engine in self.pools.engines():
             try:
                 await self._collect_sizes(engine)

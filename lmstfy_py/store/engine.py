@@ -222,14 +222,26 @@ class Engine:
             await wait_unless(interrupt, self.wait_for_wake(ns, queues, min(left, recheck_s or WAIT_SLICE_S)))
 
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
-        due = now_ms() + ttr_ms
         call_keys = [keys.timer(ns)]
         for queue in queues:
             call_keys += _queue_keys(ns, queue)
+        return await self.run_reserve(self.scripts.reserve, call_keys, ns, queues, ttr_ms, count, frozen)
+
+    async def run_reserve(
+        self,
+        script: Script,
+        call_keys: Sequence[str],
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        count: int,
+        frozen: bool,
+    ) -> list[Job]:
+        """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
+        due-index update in the same round trip."""
+        due = now_ms() + ttr_ms
         args: list[Arg] = [due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", *queues]
-        flat, _ = await run_pipeline(
-            self.script_client, [(self.scripts.reserve, call_keys, args)], [_index_due(ns, due)]
-        )
+        flat, _ = await run_pipeline(self.script_client, [(script, call_keys, args)], [_index_due(ns, due)])
         if flat:
             self.timers.scheduled(due)
         return [self._reserved_job(ns, flat[i : i + RESERVED_FIELDS]) for i in range(0, len(flat), RESERVED_FIELDS)]

@@ -120,6 +120,33 @@ def schedule_field(queue: str, name: str) -> str:
     return f"{queue}/{name}"
 
 
+# What lmstfy 1.0.10 itself keeps in a data pool's Redis (docs/LMSTFY_LAYOUT.md), served in place
+# on an lmstfy-format pool (store/lmstfy_format.py). No hash tags: lmstfy never ran on a cluster.
+LMSTFY_TIMER = "timer_set"  # zset: 'Hc0Hc0HHc0' (ns, queue, tries, id) members, scored in unix seconds
+LMSTFY_NAMESPACES = "m/ns"  # hash: namespace -> "1"
+# In lmstfy's admin Redis: its throttle limits, "pool/ns/token" -> {"read","write","interval"}
+# (lmstfy-py's LIMITS hash holds the same fields and JSON). Its tokens are keys.tokens' own hashes.
+LMSTFY_LIMITS = "__throttler_keys__"
+
+
+def lmstfy_queues(ns: str) -> str:
+    """Hash: queue -> "1", every queue lmstfy published to in the namespace."""
+    return f"m/ns/{ns}"
+
+
+def lmstfy_job(ns: str, queue: str, job_id: str) -> str:
+    """String: the job's data (its body; a JSON envelope for a versioned id), EXPIRE = its ttl."""
+    return f"j/{ns}/{queue}/{job_id}"
+
+
+def lmstfy_ready(ns: str, queue: str) -> str:
+    return f"q/{ns}/{queue}"
+
+
+def lmstfy_dead(ns: str, queue: str) -> str:
+    return f"d/{ns}/{queue}"
+
+
 def tokens(pool: str, ns: str) -> str:
     return f"tk/{pool}/{ns}"
 

@@ -49,6 +49,7 @@ from typing import TypeVar
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.lmstfy_format import LmstfyFormat
 from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
@@ -56,13 +57,16 @@ MIGRATION_SLICE_S = 0.5
 T = TypeVar("T")
 
 
+Source = Engine | LmstfyFormat  # the old pool may hold what lmstfy left (store/lmstfy_format.py)
+
+
 class MigrationEngine:
-    def __init__(self, old: Engine, new: Engine) -> None:
+    def __init__(self, old: Source, new: Engine) -> None:
         self.pool = old.pool
         self.old = old
         self.new = new
 
-    async def _where_it_lives(self, call: Callable[[Engine], Awaitable[T]]) -> T:
+    async def _where_it_lives(self, call: Callable[[Source], Awaitable[T]]) -> T:
         """`call` on the old pool, or on the new one when the old has no such job."""
         try:
             return await call(self.old)
@@ -102,7 +106,7 @@ class MigrationEngine:
         recheck_s: float | None = None,
     ) -> list[Job]:
         deadline = time.monotonic() + timeout_ms / 1000
-        engines = (self.old, self.new)
+        engines: tuple[Source, Source] = (self.old, self.new)
         while True:
             source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count, frozen)
             left = deadline - time.monotonic()
@@ -276,8 +280,8 @@ class MigrationEngine:
 
 
 async def _reserve_first(
-    engines: Sequence[Engine], ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool
-) -> tuple[Engine, list[Job]]:
+    engines: Sequence[Source], ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool
+) -> tuple[Source, list[Job]]:
     """The first engine with jobs and its jobs; the last engine and [] when none has any."""
     for engine in engines:
         jobs = await engine.reserve(ns, queues, ttr_ms, count, frozen)

@@ -38,7 +38,9 @@ from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import wake
 from lmstfy_py.store.engine import Engine, EngineObserver, TimerSignal
+from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.jobstore import JobStore
+from lmstfy_py.store.lmstfy_format import LmstfyFormat, holds_lmstfy_data
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Scripts
@@ -201,13 +203,44 @@ class _SentinelPool(SentinelConnectionPool):
 
 
 class Pools:
-    """Pool name -> the JobStore serving it: its Engine, or a MigrationEngine for a pool with migrate_to."""
+    """Pool name -> the JobStore serving it: its Engine; an LmstfyFormat for a pool holding what
+    lmstfy left (serve_lmstfy_layouts); a MigrationEngine for a pool with migrate_to."""
 
     def __init__(self, engines: Mapping[str, Engine], migrate_to: Mapping[str, str] | None = None) -> None:
         self._engines = dict(engines)
-        self._served: dict[str, JobStore] = dict(self._engines)
-        for old, new in (migrate_to or {}).items():
-            self._served[old] = MigrationEngine(self._engines[old], self._engines[new])
+        self._migrate_to = dict(migrate_to or {})
+        self.lmstfy_formats: dict[str, LmstfyFormat] = {}
+        self.lmstfy_unsure: set[str] = set()  # "auto" pools whose Redis could not be asked at start
+        self._served: dict[str, JobStore] = {}
+        self._compose()
+
+    def _compose(self) -> None:
+        sources: dict[str, Engine | LmstfyFormat] = {**self._engines, **self.lmstfy_formats}
+        self._served = dict(sources)
+        for old, new in self._migrate_to.items():
+            self._served[old] = MigrationEngine(sources[old], self._engines[new])
+
+    async def serve_lmstfy_layouts(self, configs: Mapping[str, PoolConfig]) -> list[LmstfyFormat]:
+        """Serves what lmstfy left in a pool's Redis, in place: pools of format "lmstfy", and of
+        format "auto" (not a cluster) whose Redis holds lmstfy's keys. Returns them."""
+        for name, config in configs.items():
+            engine = self._engines[name]
+            if config.format == "lmstfy":
+                self.lmstfy_formats[name] = LmstfyFormat(engine)
+            elif config.format == "auto" and config.kind != "cluster":
+                try:
+                    found = await holds_lmstfy_data(engine.redis)
+                except Exception as exc:
+                    if outage_reason(exc) is None:
+                        raise
+                    # A Redis away at start may still hold lmstfy's jobs: served as if it did until
+                    # the pool's LmstfyMover can look.
+                    self.lmstfy_unsure.add(name)
+                    found = True
+                if found:
+                    self.lmstfy_formats[name] = LmstfyFormat(engine)
+        self._compose()
+        return list(self.lmstfy_formats.values())
 
     @classmethod
     def connect(

@@ -59,12 +59,14 @@ def _read(name: str) -> str:
 
 
 def _load(name: str) -> Script:
-    return Script(name, _read("_lib") + "\n" + _read(name))
+    # The scripts serving lmstfy's layout (lmstfy_*.lua) share helpers of their own.
+    libraries = ["_lib", "_lmstfy"] if name.startswith("lmstfy_") else ["_lib"]
+    return Script(name, "\n".join(_read(part) for part in [*libraries, name]))
 
 
 @dataclass(frozen=True)
 class Scripts:
-    """One attribute per lua/*.lua (but _lib.lua, which each of them starts with)."""
+    """One attribute per lua/*.lua (but _lib.lua, which each of them starts with, and _lmstfy.lua)."""
 
     publish: Script
     reserve: Script
@@ -89,6 +91,10 @@ class Scripts:
     schedule_put: Script
     schedule_delete: Script
     schedule_fire: Script
+    lmstfy_reserve: Script
+    lmstfy_pump: Script
+    lmstfy_dead: Script
+    lmstfy_drop: Script
 
     @classmethod
     def load(cls) -> Scripts:

@@ -141,6 +141,33 @@ local function create_job(j, q, ns, qname, id, new)
     return 1
 end
 
+-- Reserves the job of a ready element just popped, in the same step: its timer member at the
+-- ttr deadline, its state and tries; appends its seven answer fields to r.out. An element
+-- whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
+-- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
+local function reserve_element(r, qname, q, element)
+    local tries, id = struct.unpack('<HHc0', element)
+    local job = r.prefix .. qname .. '/' .. id
+    local fields = redis.call('HMGET', job, 'd', 'c')
+    if not fields[1] then
+        return false
+    end
+    local remain = tries - r.used
+    redis.call('ZADD', r.timer, r.deadline, pack_member(r.ns, qname, remain, id, true))
+    redis.call('HSET', job, 's', 'X', 't', remain)
+    local attempts = redis.call('HINCRBY', job, 'a', 1)
+    count(q.meta, 'X', 1)
+    local out, base = r.out, #r.out
+    out[base + 1] = qname
+    out[base + 2] = id
+    out[base + 3] = fields[1]
+    out[base + 4] = redis.call('PTTL', job)
+    out[base + 5] = remain
+    out[base + 6] = attempts
+    out[base + 7] = fields[2] or false
+    return true
+end
+
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
 -- answer a worker verb gives: {"missing"} or {"not reserved"}.
 local function reserved_tries(job_key)

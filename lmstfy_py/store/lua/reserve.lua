@@ -9,33 +9,11 @@
 -- Job keys are built from ARGV[4]: they share KEYS[1]'s hash tag, so the same slot.
 -- Returns a flat array, seven per job: queue, id, msgpack data, pttl ms, remaining tries,
 -- attempts (this delivery included), created ms (false for a job stored before it was kept).
-local timer, deadline, want, ns, prefix = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local used = ARGV[5] == '1' and 0 or 1
+local r = {timer = KEYS[1], deadline = ARGV[1], ns = ARGV[3], prefix = ARGV[4], out = {}}
+r.used = ARGV[5] == '1' and 0 or 1
+local want = tonumber(ARGV[2])
 local n = (#KEYS - 1) / 4
-local out, got = {}, 0
-
-local function reserve_one(qname, q, element)
-    local tries, id = struct.unpack('<HHc0', element)
-    local job = prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c')
-    if not fields[1] then
-        return
-    end
-    local remain = tries - used
-    redis.call('ZADD', timer, deadline, pack_member(ns, qname, remain, id, true))
-    redis.call('HSET', job, 's', 'X', 't', remain)
-    local attempts = redis.call('HINCRBY', job, 'a', 1)
-    count(q.meta, 'X', 1)
-    got = got + 1
-    local base = #out
-    out[base + 1] = qname
-    out[base + 2] = id
-    out[base + 3] = fields[1]
-    out[base + 4] = redis.call('PTTL', job)
-    out[base + 5] = remain
-    out[base + 6] = attempts
-    out[base + 7] = fields[2] or false
-end
+local got = 0
 
 for i = 1, n do
     local at = 1 + (i - 1) * 4
@@ -53,7 +31,9 @@ for i = 1, n do
             if not element then
                 break
             end
-            reserve_one(qname, q, element)
+            if reserve_element(r, qname, q, element) then
+                got = got + 1
+            end
         end
         -- Whoever takes a wake token and leaves jobs behind puts it back; a token over an
         -- empty queue would only wake someone for nothing.
@@ -64,4 +44,4 @@ for i = 1, n do
         end
     end
 end
-return out
+return r.out

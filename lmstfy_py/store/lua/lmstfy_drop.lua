@@ -1,0 +1,29 @@
+-- lmstfy_drop: deletes jobs lmstfy left: their data (an ACK of a job lmstfy delivered, or of one
+-- still waiting in lmstfy's layout), or with ARGV[1] = "list" a chunk of one of lmstfy's lists
+-- (a destroyed queue's ready list, a purged dead letter) with the data its elements name.
+-- "keys": KEYS = lmstfy's job data keys; returns how many existed.
+-- "members": KEYS[1] lmstfy's timer_set, ARGV[2..] members of it (a purged namespace's):
+-- each leaves the set with its job's data; returns how many jobs had data.
+-- "list": KEYS[1] the list  ARGV[2] job data key prefix "j/<ns>/<q>/"  ARGV[3] chunk size;
+-- returns {jobs deleted, elements left}.
+if ARGV[1] == 'keys' then
+    return redis.call('DEL', unpack(KEYS))
+elseif ARGV[1] == 'members' then
+    local deleted = 0
+    for i = 2, #ARGV do
+        local ns, qname, _, id = struct.unpack('<Hc0Hc0HHc0', ARGV[i])
+        deleted = deleted + redis.call('DEL', 'j/' .. ns .. '/' .. qname .. '/' .. id)
+        redis.call('ZREM', KEYS[1], ARGV[i])
+    end
+    return deleted
+end
+local deleted = 0
+for _ = 1, tonumber(ARGV[3]) do
+    local element = redis.call('RPOP', KEYS[1])
+    if not element then
+        break
+    end
+    local _, id = struct.unpack('<HHc0', element)
+    deleted = deleted + redis.call('DEL', ARGV[2] .. id)
+end
+return {deleted, redis.call('LLEN', KEYS[1])}

@@ -51,7 +51,7 @@ def _query(scope: Scope) -> str:
     pairs = parse_qsl(raw, keep_blank_values=True)
     if not any(key == "token" for key, _ in pairs):
         return raw
-    return urlencode([(key, HIDDEN if key == "token" else value) for key, value in pairs])
+    return urlencode([(key, HIDDEN if key == "token" else value) for key, value in pairs], safe="*")
 
 
 def _level(status: int) -> int:

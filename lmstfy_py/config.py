@@ -12,6 +12,11 @@ Layout (see deploy/lmstfy.toml for every key with its meaning):
     [pools.<name>]      PoolConfig, one table per pool; none at all = the embedded Redis
     [admin]             pool = "<name>" (where tokens and limits live)
     [admin.accounts]    user = "password" (admin API basic auth)
+    [log]               LogConfig: level, dir, format
+
+lmstfy's own config file (PascalCase keys: Host, Port, [Pool.default], ...) is recognised and
+mapped onto the same dataclasses by lmstfy_config.py; what in it means nothing here becomes a
+warning in `Config.warnings`, printed once at start.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ PoolKind = Literal["standalone", "sentinel", "cluster"]
 PoolFormat = Literal["auto", "lmstfy-py", "lmstfy"]
 POOL_FORMATS = ("auto", "lmstfy-py", "lmstfy")
 FsyncPolicy = Literal["everysec", "always"]
+# "plain": lmstfy-py's own lines; "text" and "json": logrus's formatters, as lmstfy writes its logs.
+LogFormat = Literal["plain", "text", "json"]
+LOG_FORMATS = ("plain", "text", "json")
+# logrus's level names (lmstfy's LogLevel and -bt), most severe first.
+LOG_LEVELS = ("panic", "fatal", "error", "warn", "warning", "info", "debug", "trace")
 
 
 class ConfigError(Exception):
@@ -78,6 +88,20 @@ class ServerConfig:
     # When the embedded Redis fsyncs its append-only file: once a second, or before each reply.
     # `always`: a publish answered 201 survives even a killed Redis on a busy disk (docs/API.md, Durability).
     fsync: FsyncPolicy = "always"
+    # lmstfy's -sv (a flag only, never from a file): /api requests need no valid token. Development only.
+    skip_token_check: bool = False
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Where log lines go and how they look (logs.py)."""
+
+    level: str = "info"  # one of LOG_LEVELS
+    # None: the access log on stdout, the rest on stderr; else access.log and error.log in it.
+    dir: str | None = None
+    format: LogFormat = "plain"
+    # lmstfy's -bt (a flag only): lines this severe or worse name their source (bt_line, bt_func).
+    backtrack: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +140,9 @@ class Config:
     accounts: dict[str, str] = field(default_factory=dict)
     # With accounts, GET /metrics needs them too unless this is set (a Prometheus without credentials).
     metrics_public: bool = False
+    log: LogConfig = field(default_factory=LogConfig)
+    # What the file said that means nothing here (an lmstfy config file's keys): told once at start.
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def embedded(self) -> bool:
@@ -144,7 +171,7 @@ def load_config(
     A flag left at None is not given. `redis_url` replaces every configured pool with one
     standalone `default` pool at that URL (and makes it the admin pool).
     """
-    config = _parse_document(str(path), _read_toml(path)) if path is not None else Config()
+    config = _read_file(path) if path is not None else Config()
     flags = {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port, "workers": workers}
     flags["fsync"] = fsync
     flags["data_dir"] = str(data_dir) if data_dir is not None else None
@@ -155,6 +182,17 @@ def load_config(
         pool = _read_pool(DEFAULT_POOL, _Reader(COMMAND_LINE, None, {"url": redis_url}, _flag_name))
         config = replace(config, pools={DEFAULT_POOL: pool}, admin_pool=DEFAULT_POOL)
     return config
+
+
+def _read_file(path: str | Path) -> Config:
+    """Our own TOML file, or lmstfy's (recognised by its keys), as a Config."""
+    # Imported here: lmstfy_config builds on this module's readers.
+    from lmstfy_py import lmstfy_config
+
+    document = _read_toml(path)
+    if lmstfy_config.is_lmstfy_document(document):
+        return lmstfy_config.parse(str(path), document)
+    return parse_document(str(path), document)
 
 
 def _flag_name(key: str) -> str:
@@ -265,10 +303,11 @@ def _is_host_port(text: str) -> bool:
     return bool(host.strip("[]")) and port.isdigit() and 1 <= int(port) <= UINT16_MAX
 
 
-_SECTIONS = ("server", "defaults", "pools", "admin")
+_SECTIONS = ("server", "defaults", "pools", "admin", "log")
 
 
-def _parse_document(source: str, document: dict[str, Any]) -> Config:
+def parse_document(source: str, document: Mapping[str, Any]) -> Config:
+    """A document in our layout (a parsed TOML file) as a Config; ConfigError names what is wrong."""
     for name, value in document.items():
         if name not in _SECTIONS:
             raise ConfigError(source, f"unknown section [{name}] (known: {', '.join(_SECTIONS)})")
@@ -278,7 +317,16 @@ def _parse_document(source: str, document: dict[str, Any]) -> Config:
     defaults = _read_defaults(_Reader(source, "defaults", document.get("defaults", {})))
     pools = _read_pools(source, document.get("pools", {}))
     admin_pool, accounts, metrics_public = _read_admin(source, document.get("admin", {}), pools)
-    return Config(server, defaults, pools, admin_pool, accounts, metrics_public)
+    log = _read_log(_Reader(source, "log", document.get("log", {})))
+    return Config(server, defaults, pools, admin_pool, accounts, metrics_public, log)
+
+
+def _read_log(reader: _Reader) -> LogConfig:
+    level = reader.choice("level", LogConfig.level, LOG_LEVELS)
+    log_dir = reader.string("dir")
+    log_format = cast(LogFormat, reader.choice("format", LogConfig.format, LOG_FORMATS))
+    reader.finish()
+    return LogConfig(level=level, dir=log_dir, format=log_format)
 
 
 def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:

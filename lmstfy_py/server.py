@@ -36,13 +36,12 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
 
-from lmstfy_py import __version__, hypercorn_serve, metrics
+from lmstfy_py import __version__, hypercorn_serve, logs, metrics
 from lmstfy_py.config import Config, ServerConfig
 from lmstfy_py.listeners import BACKLOG, Listeners, url_of
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.web import create_admin_app, create_data_app
-from lmstfy_py.web.accesslog import log_to_stdout
 
 GRACEFUL_TIMEOUT = 5.0
 # Beyond the graceful timeout: hypercorn's own closing steps, then our cancel fallback.
@@ -97,9 +96,14 @@ def hypercorn_config(server: ServerConfig) -> HypercornConfig:
     return config
 
 
-async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event) -> None:
-    """Serve both apps on `listeners` until `shutdown` is set, then stop gracefully."""
-    log_to_stdout()
+async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event, worker: int = 0) -> None:
+    """Serve both apps on `listeners` until `shutdown` is set, then stop gracefully.
+
+    `worker` is this process's number among the server's workers (its process metrics' label).
+    """
+    if not logs.configured():  # the CLI sets them up before it forks; an embedding caller may not
+        logs.setup(config.log)
+    metrics.register_process(str(worker))
     runtime = await Runtime.start(config)
     _tune_gc()
     try:
@@ -160,19 +164,21 @@ async def _until_stopped(servers: list[asyncio.Task[None]], shutdown: asyncio.Ev
             raise error
 
 
-async def _serve_until_signalled(config: Config, listeners: Listeners) -> None:
+async def _serve_until_signalled(config: Config, listeners: Listeners, worker: int) -> None:
     shutdown = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, shutdown.set)
+    loop.add_signal_handler(signal.SIGUSR1, logs.reopen)
     try:
-        await serve(config, listeners, shutdown)
+        await serve(config, listeners, shutdown, worker)
     finally:
         # Removing a loop handler resets SIGTERM to "die at once"; a stop signal landing in that
         # gap (the supervisor forwards one right after a Ctrl-C) would kill us with code -15.
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        handled = (*STOP_SIGNALS, signal.SIGUSR1)
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, handled)
         try:
-            for sig in STOP_SIGNALS:
+            for sig in handled:
                 loop.remove_signal_handler(sig)
             sigterm_interrupts()
         finally:
@@ -187,13 +193,13 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def run_worker(config: Config, listeners: Listeners) -> None:
+def run_worker(config: Config, listeners: Listeners, worker: int = 0) -> None:
     """Serve in this process until SIGTERM or SIGINT (blocking).
 
     A stop signal after the loop is done raises KeyboardInterrupt (see sigterm_interrupts).
     """
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve_until_signalled(config, listeners))
+        runner.run(_serve_until_signalled(config, listeners, worker))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -208,9 +214,15 @@ def stop_from_another_thread() -> None:
 
 def sigterm_interrupts() -> None:
     """Outside an event loop, SIGTERM and SIGINT raise KeyboardInterrupt, so `finally` blocks
-    (stopping the embedded Redis) still run."""
+    (stopping the embedded Redis) still run; SIGUSR1 (logrotate's, as lmstfy) reopens the log files
+    instead of killing the server."""
     for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
+    signal.signal(signal.SIGUSR1, _reopen_logs)
+
+
+def _reopen_logs(signum: int, frame: FrameType | None) -> None:
+    logs.reopen()
 
 
 # -- several worker processes ------------------------------------------------------------
@@ -231,12 +243,12 @@ def run(config: Config, listeners: Listeners) -> int:
 
 def _supervise(config: Config, listeners: Listeners) -> int:
     # Signals are blocked and taken with sigtimedwait: no handler can interrupt a fork or a reap.
-    watched = {*STOP_SIGNALS, signal.SIGCHLD}
+    watched = {*STOP_SIGNALS, signal.SIGCHLD, signal.SIGUSR1}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
     workers: set[int] = set()
     try:
-        for _ in range(config.server.workers):
-            workers.add(_fork_worker(config, listeners, old_mask))
+        for index in range(config.server.workers):
+            workers.add(_fork_worker(config, listeners, old_mask, index))
         return _watch(workers, watched)
     finally:
         _kill_all(workers, signal.SIGKILL)  # none are left unless we leave by an exception
@@ -246,7 +258,7 @@ def _supervise(config: Config, listeners: Listeners) -> int:
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
 
-def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int]) -> int:
+def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int], index: int) -> int:
     die_with_parent = parent_death_hook()
     # Buffered output would otherwise be written twice, once by each process.
     sys.stdout.flush()
@@ -259,7 +271,7 @@ def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int]) -> i
         if die_with_parent is not None:
             die_with_parent()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        run_worker(config, listeners.for_this_worker())
+        run_worker(config, listeners.for_this_worker(), index)
         code = 0
     except KeyboardInterrupt:
         code = 0
@@ -279,6 +291,9 @@ def _watch(workers: set[int], watched: set[signal.Signals]) -> int:
     failed = False
     while workers:
         received = signal.sigtimedwait(watched, SUPERVISE_POLL_S)
+        if received is not None and received.si_signo == signal.SIGUSR1:
+            logs.reopen()  # the supervisor's own lines, then every worker's
+            _kill_all(workers, signal.SIGUSR1)
         # The stop signal first: a Ctrl-C reaches the workers too, and they may exit before we look.
         if deadline is None and received is not None and received.si_signo in STOP_SIGNALS:
             deadline = _stop_all(workers)

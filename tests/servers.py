@@ -65,7 +65,9 @@ class Server:
 
     Ports are free ones unless given: a server made again with the same data dir and ports is
     the same server restarted. `redis_url` replaces the embedded Redis (and the data dir);
-    `config` is passed as `--config` (its pools may or may not include an embedded one).
+    `config` is passed as `--config` (or `config_flag`: lmstfy's `-c`); its pools may or may not
+    include an embedded one. With `own_flags=False` the command line is only the config file and
+    `args`, as an operator would write it: the file must name the ports given here.
     """
 
     def __init__(
@@ -77,12 +79,17 @@ class Server:
         *,
         redis_url: str | None = None,
         config: Path | None = None,
+        config_flag: str = "--config",
         args: Sequence[str] = (),
+        own_flags: bool = True,
     ) -> None:
         self.workdir = workdir
         self.data_dir = data_dir or workdir / "data"
         self.redis_url = redis_url
         self.config = config
+        self.config_flag = config_flag
+        # False: the command line is the config file and `args` alone (the ports must be in the file).
+        self.own_flags = own_flags
         self.port = port or free_port()
         self.admin_port = admin_port or free_port()
         self.args = list(args)
@@ -112,9 +119,11 @@ class Server:
         return self.proc is not None and self.proc.poll() is None
 
     def command(self, *more: str) -> list[str]:
+        config = [self.config_flag, str(self.config)] if self.config else []
+        if not self.own_flags:
+            return [*serve_command(), *config, *self.args, *more]
         ports = ["--host", "127.0.0.1", "--port", str(self.port), "--admin-port", str(self.admin_port)]
         redis = ["--redis-url", self.redis_url] if self.redis_url else ["--data-dir", str(self.data_dir)]
-        config = ["--config", str(self.config)] if self.config else []
         return [*serve_command(), *ports, *redis, *config, *self.args, *more]
 
     # -- start ---------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
     [
         ("[server]\nport = 7777\nport = 1\nhost = 'x'\n", "invalid TOML at line 3, column 9: Cannot overwrite a value"),
         ("[server\n", "invalid TOML at line 1, column 8: Expected ']' at the end of a table declaration"),
-        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin)"),
+        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log)"),
         ("server = 1\n", "[server] must be a table, got an integer"),
         ("[server]\nprot = 1\n", "[server] prot: unknown key"),
         ('[server]\nport = "7777"\n', "[server] port: expected an integer, got a string"),

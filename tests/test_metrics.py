@@ -252,6 +252,33 @@ async def test_the_exposition_speaks_like_lmstfys_go_client(
     assert bounds == ["15", "52.5", "183.75", "643.125", "2250.9375", "7878.28125", "27573.984375", "+Inf"]
 
 
+async def test_redis_command_families_are_lmstfy_1_0_11s(admin: httpx.AsyncClient) -> None:
+    node = f"10.0.0.{uuid.uuid4().int % 250}:{uuid.uuid4().int % 60000 + 1024}"  # this test's own series
+    metrics.redis_command(node, "EVALSHA", False, 0.0031)  # 3 whole ms, as Go's Milliseconds() counts
+    metrics.redis_command(node, "pipeline", True, 0.0009)
+    text = (await admin.get("/metrics")).text
+    scraped = Scrape(text)
+    assert "# TYPE infra_lmstfy_redis_qps counter\n" in text and "infra_lmstfy_redis_qps_total" not in text
+    assert "# TYPE infra_lmstfy_redis_latency histogram\n" in text
+    assert scraped.value("infra_lmstfy_redis_qps", node=node, command="evalsha", status="ok") == 1
+    assert scraped.value("infra_lmstfy_redis_qps", node=node, command="pipeline", status="error") == 1
+    ok = {"node": node, "command": "evalsha", "status": "ok"}
+    assert scraped.value("infra_lmstfy_redis_latency_sum", **ok) == 3
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="2", **ok) == 0
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="4", **ok) == 1
+    # lmstfy's buckets: prometheus.ExponentialBuckets(1, 2, 16).
+    bounds = re.findall(rf'infra_lmstfy_redis_latency_bucket\{{command="evalsha",le="([^"]+)",node="{node}"', text)
+    assert bounds == [str(2**n) for n in range(16)] + ["+Inf"]
+
+
+async def test_a_registered_process_has_process_metrics_labelled_by_worker(admin: httpx.AsyncClient) -> None:
+    metrics.register_process("test")
+    scraped = Scrape((await admin.get("/metrics")).text)
+    assert scraped.value("process_resident_memory_bytes", worker="test") > 0
+    assert scraped.value("process_start_time_seconds", worker="test") > 0
+    assert ("process_cpu_seconds_total", frozenset({("worker", "test")})) in scraped.samples
+
+
 async def test_rate_limit_hits_are_counted(
     data: httpx.AsyncClient, admin: httpx.AsyncClient, headers: dict[str, str], ns: str
 ) -> None:

@@ -21,14 +21,19 @@ infra_lmstfy_redis_... (every family has the label `pool`):
   queue_sizes, deadletter_sizes         gauges + namespace, queue: ready / dead jobs
   timer_sizes, used_mem_bytes, max_mem_bytes, connections, blocking_connections, total_keys, total_ttl_keys
 
-plus infra_lmstfy_http_http_codes, _latency_milliseconds (data port, 2xx only, as lmstfy) and
-_rate_limit, and lmstfy-py's own lmstfy_http_requests_total and
-lmstfy_http_request_duration_seconds for both ports, by app, route template, method, status.
+  latency, qps                          histogram, counter by node, command, status (lmstfy >= 1.0.11's
+                                        Redis client hook; recorded by redis_command, no pool label)
+
+plus process_* (each worker's, labelled `worker`: process.py), infra_lmstfy_http_http_codes,
+_latency_milliseconds (data port, 2xx only, as lmstfy) and _rate_limit, and lmstfy-py's own
+lmstfy_http_requests_total and lmstfy_http_request_duration_seconds for both ports, by app, route
+template, method, status.
 """
 
 from lmstfy_py.metrics.collector import Collector
 from lmstfy_py.metrics.exposition import CONTENT_TYPE, exposition
 from lmstfy_py.metrics.multiproc import DIR_PREFIX, directory, new_directory, remove_directory
+from lmstfy_py.metrics.process import register as register_process
 from lmstfy_py.metrics.recording import (
     EngineMetrics,
     observe_lmstfy_request,
@@ -36,6 +41,7 @@ from lmstfy_py.metrics.recording import (
     push_consumed,
     pushed,
     rate_limit_hit,
+    redis_command,
 )
 
 __all__ = [
@@ -51,5 +57,7 @@ __all__ = [
     "push_consumed",
     "pushed",
     "rate_limit_hit",
+    "redis_command",
+    "register_process",
     "remove_directory",
 ]

@@ -11,6 +11,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
+from lmstfy_py.metrics import process
 from lmstfy_py.metrics.families import LMSTFY_PREFIX, REDIS_PREFIX, ROUTE_LABELS
 from lmstfy_py.metrics.multiproc import directory
 
@@ -52,6 +53,7 @@ def exposition() -> bytes:
         for sample in family.samples:
             by_name[sample.name].append(sample)
     families += [family for spec in _SUMS if (family := _summed(spec, by_name)) is not None]
+    families += process.families()
     return "".join(_family_text(family) for family in sorted(families, key=lambda f: f.name)).encode()
 
 

@@ -73,6 +73,16 @@ REDIS_GAUGES = {
     "expires": _gauge(REDIS_PREFIX + "total_ttl_keys"),
 }
 
+# lmstfy >= 1.0.11's Redis client metrics (its helper/redis/hooks): each command by node (the
+# Redis address), command (lower-cased; "pipeline" for a batch) and status ("ok" or "error"), in
+# whole milliseconds as Go's Duration.Milliseconds() counts them.
+REDIS_COMMAND_LABELS = ("node", "command", "status")
+REDIS_COMMAND_MS_BUCKETS = _exponential(1, 2, 16)
+REDIS_LATENCY = _histogram(
+    REDIS_PREFIX + "latency", REDIS_COMMAND_LABELS, REDIS_COMMAND_MS_BUCKETS, "redis command latencies (ms)"
+)
+REDIS_QPS = Counter(REDIS_PREFIX + "qps", "redis commands", REDIS_COMMAND_LABELS, registry=None)
+
 HTTP_CODES = _counter("infra_lmstfy_http_http_codes", ("pool", "namespace", "api", "method", "code"))
 HTTP_LATENCY_MS = _histogram(
     "infra_lmstfy_http_latency_milliseconds", ("pool", "namespace", "api", "method"), HTTP_MS_BUCKETS

@@ -40,7 +40,34 @@ def _check_admin_url(ctx: click.Context, param: click.Parameter, value: str) -> 
 pool_option = click.option("--pool", metavar="NAME", help="The pool.  [default: default]")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _TokenCli(click.Group):
+    """Our commands, or lmstfy's invocation (`token-cli HOST:PORT -c -n NS -D DESC`, lmstfy.py)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and _is_lmstfy_invocation(self, args[0]):
+            from lmstfy_py.token_cli import lmstfy  # only for this invocation: argparse
+
+            lmstfy.main(args)
+        return super().parse_args(ctx, args)
+
+
+def _is_lmstfy_invocation(group: click.Group, first: str) -> bool:
+    """lmstfy's starts with its server address or one of its own options; ours with a command or ours."""
+    from lmstfy_py.token_cli.lmstfy import OPTIONS
+
+    if first in group.commands or first.split("=", 1)[0] in _OUR_OPTIONS:
+        return False
+    if first.startswith("-"):
+        # argparse also takes a long option's abbreviation (--desc) and an option's value after "=".
+        option = first.split("=", 1)[0]
+        return option in OPTIONS or (option.startswith("--") and any(o.startswith(option) for o in OPTIONS))
+    return ":" in first  # HOST:PORT (a typo'd command stays click's "No such command")
+
+
+_OUR_OPTIONS = frozenset({"--admin", "--user", "--password", "--json", "-h", "--help"})
+
+
+@click.group(cls=_TokenCli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--admin",
     metavar="URL",
@@ -64,6 +91,7 @@ def token(ctx: click.Context, admin: str, user: str | None, password: str | None
     \b
     Examples:
       token-cli create demo --description "billing workers"
+      token-cli 127.0.0.1:7778 -c -n demo -D "billing workers"   (lmstfy's invocation)
       token-cli limit-set demo TOKEN --read 100 --write 50 --interval 10
       token-cli deadletter-peek demo orders
       token-cli --json namespaces | jq .

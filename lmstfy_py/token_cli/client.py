@@ -31,9 +31,10 @@ class CliError(click.ClickException):
 class HttpError(CliError):
     """The server answered 4xx or 5xx."""
 
-    def __init__(self, status: int, text: str) -> None:
+    def __init__(self, status: int, text: str, body: bytes = b"") -> None:
         super().__init__(f"{status} {text}")
         self.status = status
+        self.body = body  # the answer as sent
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def _http_error(exc: urllib.error.HTTPError) -> HttpError:
         text = parsed.get("error", parsed.get("msg"))
     else:
         text = " ".join(body.decode(errors="replace").split())[:200] or exc.reason
-    return HttpError(exc.code, str(text))
+    return HttpError(exc.code, str(text), body)
 
 
 def _reason(exc: BaseException) -> str:

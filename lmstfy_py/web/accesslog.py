@@ -1,8 +1,9 @@
 """The access log, switched on and off at run time (GET/POST /accesslog).
 
 One line per request to the logger "lmstfy_py.access" while `Runtime.access_log` is on
-(written by middleware.RequestMiddleware); the server sends that logger to stdout
-(`log_to_stdout`). This is the only access log:
+(written by middleware.RequestMiddleware); logs.py sends that logger to stdout or LogDir's
+access.log, as a plain line or with lmstfy's fields (pool, path, query, latency, ip, method,
+code, req_id, plus namespace and queue) in logrus's text or JSON. This is the only access log:
 hypercorn's own stays off, so the switch is the single source of truth, and a server with the
 log off pays one attribute read per request.
 
@@ -13,30 +14,19 @@ that answered it. Set `access_log` in the config (or `--access-log`) to log on e
 from __future__ import annotations
 
 import logging
-import sys
-from typing import TYPE_CHECKING
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.types import Scope
+
+from lmstfy_py.logs import ACCESS_FIELDS, ACCESS_LOGGER
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
 
-LOGGER_NAME = "lmstfy_py.access"
-STDOUT_HANDLER = "lmstfy_py.access.stdout"
+LOGGER_NAME = ACCESS_LOGGER
 log = logging.getLogger(LOGGER_NAME)
-
-
-def log_to_stdout() -> None:
-    """Sends the access log to stdout, one line per request (idempotent)."""
-    if any(handler.get_name() == STDOUT_HANDLER for handler in log.handlers):
-        return
-    handler = logging.StreamHandler(sys.stdout)
-    handler.set_name(STDOUT_HANDLER)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False  # stdout only, not also the error log on stderr
+HIDDEN = "***"  # what the query's token becomes in a line
 
 
 def enabled(scope: Scope) -> bool:
@@ -55,9 +45,44 @@ def _remote(scope: Scope) -> str:
     return f"{client[0]}:{client[1]}" if client else "-"
 
 
+def _query(scope: Scope) -> str:
+    """The query string with its token hidden: lmstfy logs the query, and a token is a secret."""
+    raw: str = scope.get("query_string", b"").decode("latin-1")
+    pairs = parse_qsl(raw, keep_blank_values=True)
+    if not any(key == "token" for key, _ in pairs):
+        return raw
+    return urlencode([(key, HIDDEN if key == "token" else value) for key, value in pairs], safe="*")
+
+
+def _level(status: int) -> int:
+    # As lmstfy's access log: 5xx an error, 4xx but 404 a warning.
+    if status >= 500:
+        return logging.ERROR
+    return logging.WARNING if 400 <= status < 500 and status != 404 else logging.INFO
+
+
+def fields(scope: Scope, status: int, seconds: float) -> dict[str, Any]:
+    """lmstfy's access-log fields of a finished request, and the namespace and queue it names."""
+    state, params = scope.get("state", {}), scope.get("path_params", {})
+    client = scope.get("client")
+    return {
+        "pool": state.get("pool", ""),
+        "path": _path(scope),
+        "query": _query(scope),
+        "latency": seconds,
+        "ip": client[0] if client else "",
+        "method": scope["method"],
+        "code": status,
+        "req_id": state.get("request_id", ""),
+        "namespace": params.get("ns"),
+        "queue": params.get("queue"),
+    }
+
+
 def write(scope: Scope, status: int, seconds: float) -> None:
-    """One line for a finished request. The path goes without its query string: it may carry a token."""
-    log.info(
+    """One line for a finished request. The plain line has no query string: it may carry a token."""
+    log.log(
+        _level(status),
         "%s %s %d %.1fms request_id=%s remote=%s",
         scope["method"],
         _path(scope),
@@ -65,4 +90,5 @@ def write(scope: Scope, status: int, seconds: float) -> None:
         seconds * 1000,
         scope.get("state", {}).get("request_id", "-"),
         _remote(scope),
+        extra={ACCESS_FIELDS: fields(scope, status, seconds)},
     )

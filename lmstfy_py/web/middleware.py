@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from lmstfy_py import logs
 from lmstfy_py.config import ServerConfig
 from lmstfy_py.web import accesslog, instrument
 from lmstfy_py.web.errors import as_lmstfy_error, render
@@ -67,6 +68,8 @@ class RequestMiddleware:
         started = time.perf_counter()
         rid = request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
         scope.setdefault("state", {})["request_id"] = rid
+        # What every log line written meanwhile names (req_id, pool, namespace, queue: logs.py).
+        logged_request = logs.current_request.set(scope)
         log_it = accesslog.enabled(scope)  # as the request starts: POST /accesslog logs its "disable", not its "enable"
         status = 0  # 0 until the response starts
 
@@ -89,6 +92,7 @@ class RequestMiddleware:
             instrument.record(scope, status, seconds)
             if log_it:
                 accesslog.write(scope, status, seconds)
+            logs.current_request.reset(logged_request)
 
 
 class MethodRouter:

@@ -48,7 +48,8 @@ async def authorize(request: Request, ns: str, queue: str, need_token: bool = Tr
     pool, token = params.split_token(params.request_token(request))
     store = runtime.pools.get(pool)
     request.state.pool = pool  # the metrics' pool label (web/instrument.py), without parsing again
-    if need_token:
+    # -sv (development only): lmstfy's dev mode takes any request, valid token or none.
+    if need_token and not runtime.config.server.skip_token_check:
         if not token:
             raise Unauthorized("token not found")
         if not await runtime.tokens.exists(pool, ns, token):

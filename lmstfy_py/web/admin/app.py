@@ -7,14 +7,13 @@ web/instrument.py (/metrics) and web/dashboard (the HTML dashboard under /ui).""
 from __future__ import annotations
 
 import asyncio
-import os
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lmstfy_py import __version__
+from lmstfy_py import SKIP_TOKEN_CHECK_WARNING, build_info
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import health
 from lmstfy_py.store.faults import outage_reason
@@ -23,14 +22,6 @@ from lmstfy_py.web.admin import limits, ops, pushers, schedules, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
 from lmstfy_py.web.admin.request import engine_of, runtime_of
 from lmstfy_py.web.middleware import build_app, route
-
-
-def _build_info() -> dict[str, str]:
-    return {
-        "version": __version__,
-        "build_commit": os.environ.get("LMSTFY_BUILD_COMMIT") or "unknown",
-        "build_date": os.environ.get("LMSTFY_BUILD_DATE") or "unknown",
-    }
 
 
 async def version(request: Request) -> Response:
@@ -52,9 +43,12 @@ async def ready(request: Request) -> Response:
         name: "ok" if outage is None else outage_reason(outage) for name, outage in zip(names, outages, strict=True)
     }
     failing = [f"{name} ({state})" for name, state in pools.items() if state != "ok"]
+    # -sv: said on every readiness check, so that a server left in development mode is noticed.
+    warning = {"warning": SKIP_TOKEN_CHECK_WARNING} if runtime.config.server.skip_token_check else {}
     if not failing:
-        return JSONResponse({"ready": True, "pools": pools})
-    return JSONResponse({"ready": False, "error": "pools not answering: " + ", ".join(failing), "pools": pools}, 503)
+        return JSONResponse({"ready": True, "pools": pools, **warning})
+    error = "pools not answering: " + ", ".join(failing)
+    return JSONResponse({"ready": False, "error": error, "pools": pools, **warning}, 503)
 
 
 def _state(outage: Exception | None) -> str:
@@ -86,7 +80,7 @@ def create_admin_app(runtime: Runtime) -> Starlette:
     app = build_app(
         runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)], body_timeout=runtime.config.server.body_timeout
     )
-    app.state.build_info = _build_info()
+    app.state.build_info = build_info()
     app.state.dashboard = dashboard.dashboard(runtime)
     app.state.name = "admin"  # the `app` label of its metrics (web/instrument.py)
     return app

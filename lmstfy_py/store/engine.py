@@ -331,8 +331,9 @@ class Engine:
         """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.
 
         A paused queue's are listed too (they are delivered in this order once it is resumed).
-        Jobs whose data expired are skipped; past `limit` + PEEK_SCAN expired elements in the
-        priority set or the ready list, fewer jobs than there are may be listed.
+        Jobs whose data expired are skipped. The script looks at `limit` + PEEK_SCAN elements of
+        the priority set and as many of the ready list at most: past PEEK_SCAN expired jobs
+        there, fewer jobs than there are are listed (never out of order).
         """
         if limit <= 0:
             return []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.engine import PEEK_SCAN, Engine
 from lmstfy_py.types import NewJob
 
 NS, Q = "ns1", "q1"
@@ -59,6 +59,19 @@ async def test_jobs_whose_data_expired_are_skipped(engine: Engine) -> None:
     assert [info.job.job_id for info in listed] == [kept_priority, kept]
     # The limit counts live jobs: the expired ones before `kept` take none of it.
     assert [info.job.job_id for info in await engine.next_jobs(NS, Q, 2)] == [kept_priority, kept]
+
+
+async def test_past_the_scan_of_expired_jobs_fewer_are_listed_never_out_of_order(engine: Engine) -> None:
+    expired = [NewJob(b"gone", ttl_ms=50, priority=2)] * (PEEK_SCAN + 1)
+    await engine.publish_many(NS, Q, expired)
+    behind = await publish(engine, b"after the expired ones", priority=2)
+    plain = await publish(engine, b"plain")
+    await asyncio.sleep(0.1)
+    # Asked for one, it looks at PEEK_SCAN + 1 elements of the priority set, all expired: the
+    # ready list's job is not listed ahead of `behind`, which a consume gets first.
+    assert await engine.next_jobs(NS, Q, 1) == []
+    assert [info.job.job_id for info in await engine.next_jobs(NS, Q, 10)] == [behind, plain]
+    assert await consume_ids(engine) == [behind, plain]
 
 
 async def test_a_paused_queues_next_jobs_are_listed(engine: Engine) -> None:

@@ -4,7 +4,7 @@
 -- reserve drops them. Whether the queue is paused does not matter: the order is the same.
 -- KEYS[1] ready list  KEYS[2] priority set
 -- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] how many jobs  ARGV[3] most elements
--- to look at in each of the two (bounds the work when many jobs expired)
+-- to look at in each of the two (bounds the work when many jobs expired: then fewer are listed)
 -- Job keys are built from ARGV[1]: they share the keys' hash tag, so the same slot.
 -- Returns a flat array, eight per job: id, msgpack data, pttl ms, tries, priority, attempts,
 -- last error, created ms (false where absent).
@@ -30,11 +30,17 @@ local function add(element)
     got = got + 1
 end
 
-for _, element in ipairs(redis.call('ZRANGE', KEYS[2], 0, scan - 1)) do
+local prioritized = redis.call('ZRANGE', KEYS[2], 0, scan - 1)
+for _, element in ipairs(prioritized) do
     if got >= want then
         return out
     end
     add(element)
+end
+if got < want and #prioritized == scan then
+    -- More of the priority set may follow: listing the ready list now would put its jobs
+    -- before jobs delivered ahead of them. Fewer jobs, in the right order.
+    return out
 end
 local listed = redis.call('LRANGE', KEYS[1], -scan, -1)
 for i = #listed, 1, -1 do

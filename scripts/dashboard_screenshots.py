@@ -4,10 +4,11 @@
     .venv/bin/python scripts/dashboard_screenshots.py --out docs/dashboard
 
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary directory), fills it over the
-HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, a binary job
-buried with a reason, a paused queue, a token with a limit), then opens each page in Debian's
-headless Chromium (/usr/bin/chromium, driven by Playwright) and saves `<page>-wide.png` and
-`<page>-phone.png` (the whole page, below the fold too).
+HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, an urgent job, a
+binary job buried with a reason, a paused queue, a token with a limit, push groups, recurring
+jobs), then opens each page in Debian's headless Chromium (/usr/bin/chromium, driven by
+Playwright) and saves `<page>-wide.png` and `<page>-phone.png` (the whole page, below the fold
+too).
 """
 
 from __future__ import annotations
@@ -35,7 +36,12 @@ def seed(server: Server) -> dict[str, str]:
     demo, shop = create_token(server, "demo", "billing workers"), create_token(server, "shop", "checkout")
     with httpx.Client(base_url=server.data_url, timeout=10) as data, httpx.Client(base_url=server.admin_url) as admin:
         for i in range(40):
-            data.put("/api/demo/orders", headers={"X-Token": demo}, content=f'{{"order": {i}, "action": "close"}}')
+            data.put(
+                "/api/demo/orders",
+                params={"tries": 3},
+                headers={"X-Token": demo},
+                content=f'{{"order": {i}, "action": "close"}}',
+            )
         for i in range(12):
             data.put("/api/demo/emails", params={"delay": 600}, headers={"X-Token": demo}, content=f"mail {i}")
         reserved = [data.get("/api/demo/orders", params={"ttr": 60}, headers={"X-Token": demo}) for _ in range(15)]
@@ -49,13 +55,50 @@ def seed(server: Server) -> dict[str, str]:
             data.put("/api/shop/carts", headers={"X-Token": shop}, content=f"cart {i}")
         admin.put("/queues/shop/carts/pause")
         admin.put(f"/token/demo/{demo}/limit", json={"read": 100, "write": 50, "interval": 10})
+        urgent = {"priority": 9}
+        data.put("/api/demo/orders", params=urgent, headers={"X-Token": demo}, content='{"refund": 7, "urgent": true}')
+        push_groups(admin)
+        schedules(data, demo, shop)
         looked_up = reserved[-1].json()["job_id"]  # the queue page looks up a reserved job
     return {
         "overview": "/ui",
         "queue": f"/ui/queue/demo/orders?job_id={looked_up}",
         "deadletter": "/ui/deadletter/demo/thumbnails",
+        "pushers": "/ui/pushers",
+        "cron": "/ui/cron?ns=demo",
         "tokens": "/ui/tokens",
     }
+
+
+def checked(answer: httpx.Response) -> httpx.Response:
+    answer.raise_for_status()
+    return answer
+
+
+def push_groups(admin: httpx.Client) -> None:
+    """Groups on queues nothing else uses (their endpoints answer nothing here: the jobs would loop)."""
+    billing = {"queues": ["invoices", "receipts"], "endpoint": "https://billing.internal/hooks/lmstfy"}
+    billing |= {"workers": 8, "timeout": 30, "backoff": "exponential", "backoff_ms": 2000, "max_attempts": 10}
+    checked(admin.post("/pusher/demo/billing", json={**billing, "secret": "demo-secret-never-shown"}))
+    search = {"queues": ["reindex"], "endpoint": "http://search.internal:8080/reindex", "workers": 2, "timeout": 120}
+    checked(admin.post("/pusher/demo/search", json=search))
+    stock = {"queues": ["stock"], "endpoint": "http://stock.internal/", "workers": 1, "timeout": 5}
+    checked(admin.post("/pusher/shop/stock", json=stock))
+
+
+def schedules(data: httpx.Client, demo: str, shop: str) -> None:
+    """Recurring jobs; the heartbeat runs every second, so the page shows a last run."""
+
+    def put(token: str, path: str, body: str, **query: str | int) -> None:
+        checked(data.put(f"/api/{path}", params=query, headers={"X-Token": token}, content=body))
+
+    put(
+        demo, "demo/reports/cron/daily-sales", '{"report": "sales"}', cron="30 6 * * 1-5", tz="Europe/Paris", priority=5
+    )
+    put(demo, "demo/emails/cron/digest", "digest", cron="@hourly")
+    put(demo, "demo/cleanup/cron/sweep", "sweep", every=300, catchup="none", ttl=600)
+    put(demo, "demo/heartbeat/cron/ping", "ping", every=1)
+    put(shop, "shop/carts/cron/abandoned", "remind", cron="0 */4 * * *")
 
 
 def shoot(server: Server, pages: dict[str, str], out: Path) -> list[Path]:

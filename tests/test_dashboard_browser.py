@@ -7,6 +7,7 @@ Every test also checks that the browser asked nothing of any host but the server
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 from collections.abc import Iterator
@@ -18,8 +19,9 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from lmstfy_py.web.dashboard.render import REFRESH_MS
-from tests.servers import Server, create_token
+from lmstfy_py.web.dashboard.render import NOTICES, REFRESH_MS
+from tests.endpoints import Endpoints
+from tests.servers import Server, create_token, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 # A change shows within one refresh once the fetch after it is answered; a publish that lands
@@ -129,8 +131,12 @@ def test_pause_from_the_ui_stops_consumes_until_resumed(server: Server, page: Pa
     token = create_token(server, "pausing")
     job_id = publish(server, token, "pausing", "q", b"wait")
     page.goto(f"{server.admin_url}/ui/queue/pausing/q")
+    expect(page.locator(f'tr[data-next-job="{job_id}"]')).to_be_visible()
     page.get_by_role("button", name="Pause").click()
     expect(page.locator('[data-state="paused"]')).to_be_visible()
+    # Still listed as next, marked paused: it is delivered first once resumed.
+    expect(page.locator(f'tr[data-next-job="{job_id}"]')).to_be_visible()
+    expect(page.locator("[data-next-paused]")).to_be_visible()
     answer = consume(server, token, "pausing", "q")
     assert (answer.status_code, answer.json()) == (404, {"msg": "no job available"})
     page.get_by_role("button", name="Resume").click()
@@ -160,6 +166,67 @@ def test_a_token_created_in_the_ui_publishes(server: Server, page: Page) -> None
     publish(server, token, "fromui", "q", b"hello")
     page.goto(f"{server.admin_url}/ui/tokens")
     expect(page.locator('[data-namespace="fromui"]')).to_contain_text("made in the browser")
+
+
+def test_a_push_group_made_in_the_ui_pushes_a_published_job_until_deleted(server: Server, page: Page) -> None:
+    token = create_token(server, "pushing")
+    with Endpoints.in_thread() as endpoint:
+        page.goto(f"{server.admin_url}/ui/pushers")
+        for field, value in {"namespace": "pushing", "group": "hooks", "queues": "events", "workers": "2"}.items():
+            page.fill(f"#p-{field}", value)
+        page.fill("#p-timeout", "5")
+        page.fill("#p-endpoint", "ftp://127.0.0.1/nope")
+        page.get_by_role("button", name="Create").click()
+        # Refused with the admin API's text, the form kept as typed.
+        expect(page.locator("#form-error")).to_have_text("the endpoint should be an http:// or https:// URL")
+        expect(page.locator("#p-queues")).to_have_value("events")
+        page.fill("#p-endpoint", endpoint.url("/ok"))
+        page.get_by_role("button", name="Create").click()
+        expect(page.locator(".notice")).to_have_text(NOTICES["pusher_created"])
+        row = page.locator('tr[data-pusher="pushing/hooks"]')
+        expect(row).to_contain_text(endpoint.url("/ok"))
+
+        job_id = publish(server, token, "pushing", "events", b"pushed by the server")
+        assert wait_until(lambda: job_id in endpoint.job_ids(), timeout=10), endpoint.job_ids()
+        [delivered] = [got for got in endpoint.received if got.job["id"] == job_id]
+        assert base64.b64decode(delivered.job["body"]) == b"pushed by the server"
+
+        row.get_by_role("button", name="Delete…").click()
+        expect(page.locator("h1")).to_have_text("Delete push group hooks of pushing?")
+        page.locator("#confirm").click()
+        expect(page.locator(".notice")).to_have_text(NOTICES["pusher_deleted"])
+        expect(row).to_have_count(0)
+        assert httpx.get(f"{server.admin_url}/pusher/pushing/hooks").status_code == 404
+        kept = publish(server, token, "pushing", "events", b"for a consumer")
+        assert consume(server, token, "pushing", "events", timeout=2).json()["job_id"] == kept  # no longer pushed
+        assert endpoint.job_ids() == [job_id]
+
+
+def test_a_schedule_made_in_the_ui_publishes_a_job_each_second_until_deleted(server: Server, page: Page) -> None:
+    token = create_token(server, "ticking")
+    page.goto(f"{server.admin_url}/ui/cron?ns=ticking")
+    expect(page.locator("#c-namespace")).to_have_value("ticking")
+    page.fill("#c-queue", "beats")
+    page.fill("#c-name", "every-second")
+    page.fill("#c-every", "1")
+    page.fill("#c-data", '{"beat": true}')
+    page.locator("#c-save").click()
+    expect(page.locator(".notice")).to_have_text(NOTICES["schedule_created"])
+    row = page.locator('tr[data-schedule="beats/every-second"]')
+    expect(row).to_contain_text("every 1 s")
+
+    answer = consume(server, token, "ticking", "beats", timeout=5)
+    assert answer.status_code == 200, answer.text
+    assert base64.b64decode(answer.json()["data"]) == b'{"beat": true}'
+    # The page refreshes by itself to the schedule's last run, and links its job.
+    expect(row.locator("[data-last-job]")).to_have_count(1, timeout=SHOWN_WITHIN_MS)
+
+    row.get_by_role("button", name="Delete…").click()
+    expect(page.locator("h1")).to_have_text("Delete the schedule every-second of ticking/beats?")
+    page.locator("#confirm").click()
+    expect(page.locator(".notice")).to_have_text(NOTICES["schedule_deleted"])
+    expect(row).to_have_count(0)
+    assert httpx.get(f"{server.admin_url}/cron/ticking").json() == {"schedules": []}
 
 
 def test_a_job_looked_up_by_id_shows_its_state(server: Server, page: Page) -> None:

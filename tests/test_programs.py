@@ -159,7 +159,7 @@ def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]]) -> None:
 
 def test_dashboard_screenshots(tmp_path: Path) -> None:
     out = ok(run("scripts/dashboard_screenshots.py", "--out", str(tmp_path)))
-    for page in ("overview", "queue", "deadletter", "tokens"):
+    for page in ("overview", "queue", "deadletter", "pushers", "cron", "tokens"):
         for size, width in (("wide", 1280), ("phone", 390)):
             shot = tmp_path / f"{page}-{size}.png"
             assert str(shot) in out

@@ -212,10 +212,22 @@ class PusherStore:
 
     async def update(self, pool: str, ns: str, group: str, found: Any) -> None:
         """lmstfy's PUT: the fields given (non-zero) replace the stored ones."""
+        current = await self._existing(pool, ns, group)
+        await self._store(pool, ns, group, pusher_from(found, base=current))
+
+    async def replace(self, pool: str, ns: str, group: str, pusher: Pusher) -> None:
+        """The whole configuration at once (the dashboard's edit form, which shows every field: a
+        field cleared there, such as max_attempts, is cleared, where lmstfy's PUT keeps it)."""
+        await self._existing(pool, ns, group)
+        await self._store(pool, ns, group, pusher)
+
+    async def _existing(self, pool: str, ns: str, group: str) -> Pusher:
         current = await self.get(pool, ns, group)
         if current is None:
             raise NotFound("the pusher was not found")
-        pusher = pusher_from(found, base=current)
+        return current
+
+    async def _store(self, pool: str, ns: str, group: str, pusher: Pusher) -> None:
         await self.redis.hset(keys.PUSH_METAS, keys.push_meta_field(pool, ns, group), pusher.stored())
         await self._changed()
 

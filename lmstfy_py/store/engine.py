@@ -45,6 +45,7 @@ WAIT_SLICE_S = 5.0  # a long-poll re-checks at least this often, in case a wake 
 REGISTER_EVERY_S = 10.0
 PURGE_ROUNDS = 5  # purge passes while publishers, consumers or pumps use the namespace it empties
 RESERVED_FIELDS = 7  # what reserve.lua returns per job
+NEXT_FIELDS = 8  # what next_jobs.lua returns per job
 
 RedisClient = Redis | RedisCluster
 ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
@@ -338,6 +339,21 @@ class Engine:
         body, attributes = decode_data(data)
         return Job(ns, queue, job_id.decode(), body, ttl_seconds(pttl), tries, attributes)
 
+    async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
+        """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.
+
+        A paused queue's are listed too (they are delivered in this order once it is resumed).
+        Jobs whose data expired are skipped. The script looks at `limit` + PEEK_SCAN elements of
+        the priority set and as many of the ready list at most: past PEEK_SCAN expired jobs
+        there, fewer jobs than there are are listed (never out of order).
+        """
+        if limit <= 0:
+            return []
+        call_keys = [keys.ready(ns, queue), keys.priority(ns, queue)]
+        args: list[Arg] = [keys.job(ns, queue, ""), limit, limit + PEEK_SCAN]
+        flat = await self.scripts.next_jobs(self.script_client, call_keys, args)
+        return [_ready_job(ns, queue, flat[i : i + NEXT_FIELDS]) for i in range(0, len(flat), NEXT_FIELDS)]
+
     async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
         """A job by id, whatever its state, with its state."""
         found = await self.scripts.job_state(
@@ -569,6 +585,15 @@ class Engine:
 def _names(members: set[Any]) -> list[str]:
     """Set members as text, sorted (the clients answer bytes: no decode_responses)."""
     return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+
+def _ready_job(ns: str, queue: str, fields: list[Any]) -> JobInfo:
+    job_id, data, pttl, tries, priority, attempts, error, created = fields
+    body, attributes = decode_data(data)
+    job = Job(
+        ns, queue, job_id.decode(), body, ttl_seconds(pttl), tries, attributes, _int(attempts) or 0, _int(created)
+    )
+    return JobInfo(job, "ready", None, _int(priority) or 0, _text(error))
 
 
 def _dead_job(fields: list[Any]) -> DeadJob:

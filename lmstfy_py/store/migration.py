@@ -10,6 +10,7 @@ the old pool first, and whatever names a job or a queue looks in both:
 | consume                   | first, never waiting | then, long-polling; see below              |
 | ack                       | yes      | yes                                                    |
 | peek queue                | first    | when the old pool has nothing                          |
+| next jobs                 | first    | the rest of the limit                                  |
 | peek job, release, touch, bury, respawn/delete a dead job by id | where the job lives (old first) | |
 | publish with a job_id     | a duplicate when the id is taken here | else published here          |
 | size, stats, dead-letter size | summed | summed (paused: when either is)                      |
@@ -144,6 +145,13 @@ class MigrationEngine:
             return await self.old.peek_queue(ns, queue)
         except NotFound:
             return await self.new.peek_queue(ns, queue)
+
+    async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
+        """The old pool's next jobs, then the new pool's: consumes drain the old pool first."""
+        found = await self.old.next_jobs(ns, queue, limit)
+        if len(found) < limit:
+            found += await self.new.next_jobs(ns, queue, limit - len(found))
+        return found
 
     async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
         return await self._where_it_lives(lambda pool: pool.peek_job(ns, queue, job_id))

@@ -76,6 +76,7 @@ class Scripts:
     touch: Script
     bury: Script
     peek: Script
+    next_jobs: Script
     job_state: Script
     size: Script
     stats: Script

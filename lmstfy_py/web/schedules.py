@@ -28,7 +28,10 @@ DEFAULT_TZ = "UTC"
 
 
 def name_of(request: Request) -> str:
-    name: str = request.path_params["name"]
+    return check_name(request.path_params["name"])
+
+
+def check_name(name: str) -> str:
     if not NAME_RE.fullmatch(name) or len(name) > params.MAX_NAME_BYTES:
         raise InvalidParameter("invalid schedule name: letters, digits, - and _ only, at most 255")
     return name

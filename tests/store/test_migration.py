@@ -172,6 +172,17 @@ async def test_peek_queue_shows_the_old_pools_head_first(migrating: MigrationEng
         await migrating.peek_queue(NS, Q)
 
 
+async def test_next_jobs_list_the_old_pools_first_as_consumes_drain_it(
+    migrating: MigrationEngine, old: Engine, legacy: str, fresh: str
+) -> None:
+    older = (await old.publish(NS, Q, NewJob(b"old 2", priority=4))).job_id  # first in its pool
+    newer = (await migrating.publish(NS, Q, NewJob(b"new 2"))).job_id
+    listed = [info.job.job_id for info in await migrating.next_jobs(NS, Q, 10)]
+    assert listed == [older, legacy, fresh, newer]
+    assert [info.job.job_id for info in await migrating.next_jobs(NS, Q, 3)] == listed[:3]
+    assert [await consume_one(migrating) for _ in listed] == listed
+
+
 async def test_peek_job_finds_a_job_in_either_pool(migrating: MigrationEngine, legacy: str, fresh: str) -> None:
     assert (await migrating.peek_job(NS, Q, legacy)).job.body == b"old"
     assert (await migrating.peek_job(NS, Q, fresh)).job.body == b"new"
@@ -393,6 +404,7 @@ TESTED_BY = {
     "touch": test_the_worker_verbs_act_where_the_job_lives,
     "bury": test_the_worker_verbs_act_where_the_job_lives,
     "peek_queue": test_peek_queue_shows_the_old_pools_head_first,
+    "next_jobs": test_next_jobs_list_the_old_pools_first_as_consumes_drain_it,
     "peek_job": test_peek_job_finds_a_job_in_either_pool,
     "size": test_sizes_add_up_both_pools,
     "stats": test_stats_add_up_and_pause_acts_on_both_pools,

@@ -8,21 +8,29 @@ Redis Clusters (the `runtime` fixture).
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 from redis.asyncio import Redis
 
 from lmstfy_py.admin.limits import Limit
+from lmstfy_py.admin.pushers import Pusher
 from lmstfy_py.admin.rates import EXPIRE_S, RateCounter, Rates, RateStore
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.types import NewJob
+from lmstfy_py.schedules import Schedule
+from lmstfy_py.types import Backoff, NewJob
 from lmstfy_py.web import create_admin_app
 from lmstfy_py.web.dashboard import charts, display
+from lmstfy_py.web.dashboard import cron as cron_page
+from lmstfy_py.web.dashboard import pushers as pushers_page
+from lmstfy_py.web.dashboard import queue as queue_page
 from tests.conftest import client_for, free_port
+from tests.web.conftest import MakeToken
 from tests.web.test_auth import ACCOUNTS, CHALLENGE, basic
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -307,3 +315,248 @@ def test_chart_scales() -> None:
     chart = charts.rate_chart(Rates([0] * 59 + [30], [0] * 60), "c")
     assert 'data-top="50"' in chart and chart.count("<polyline") == 2
     assert "last 60 minutes: 30 published, 0 consumed" in chart
+
+
+# -- next jobs, push groups, recurring jobs ----------------------------------------------------
+
+
+def next_job_ids(page: str) -> list[str]:
+    return re.findall(r'data-next-job="([^"]+)"', page)
+
+
+def form_error(page: str) -> str:
+    found = re.search(r'id="form-error">([^<]*)<', page)
+    assert found is not None, page
+    return html.unescape(found.group(1))
+
+
+async def test_the_queue_page_lists_the_next_jobs_in_delivery_order(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    await engine.publish_many("ns", "q", [NewJob(b"plain %d" % i) for i in range(11)])
+    await engine.publish("ns", "q", NewJob(b"\x00\x01\xff", priority=5))
+    await engine.publish("ns", "q", NewJob(b"later", delay_ms=600_000))
+    page = (await admin.get("/ui/queue/ns/q")).text
+    listed = next_job_ids(page)
+    assert len(listed) == queue_page.NEXT_SHOWN and "data-next-paused" not in page
+    assert "binary, 3 bytes: 00 01 ff" in page and "plain 0" in page and "later" not in page
+    await engine.pause("ns", "q", True)
+    paused_page = (await admin.get("/ui/queue/ns/q")).text
+    assert next_job_ids(paused_page) == listed and "data-next-paused" in paused_page  # shown, marked paused
+    await engine.pause("ns", "q", False)
+    delivered = await engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=0, count=10)
+    assert [job.job_id for job in delivered] == listed
+    rest = next_job_ids((await admin.get("/ui/queue/ns/q")).text)
+    assert len(rest) == 2 and rest[0] == (await engine.peek_queue("ns", "q")).job_id
+
+
+SECRET = "a-secret-of-20-bytes"
+GROUP_FORM = {"namespace": "shop", "group": "mailer", "queues": "mails, sms", "endpoint": "http://127.0.0.1:9/hook"}
+GROUP_FORM |= {"workers": "2", "timeout": "5", "backoff": "exponential", "backoff_ms": "500", "max_attempts": "3"}
+
+
+async def test_push_groups_from_forms(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    store = runtime.pushers
+    token = await csrf_token(admin, "/ui/pushers")
+    assert "No push group in this pool" in (await admin.get("/ui/pushers")).text
+    created = await post(admin, "/ui/pushers/create", {"csrf": token, **GROUP_FORM, "secret": SECRET})
+    assert (created.status_code, created.headers["location"]) == (303, "/ui/pushers?pool=default&done=pusher_created")
+    expected = Pusher(("mails", "sms"), "http://127.0.0.1:9/hook", 2, 5, Backoff(500, 3_600_000), 3, SECRET)
+    assert await store.get("default", "shop", "mailer") == expected
+    listing = (await admin.get(created.headers["location"])).text
+    row = re.search(r'data-pusher="shop/mailer">(.*?)</tr>', listing, re.S)
+    assert row is not None and "http://127.0.0.1:9/hook" in row.group(1)
+    assert re.search(r'data-col="signed"><span class="badge active">yes<', row.group(1))
+    assert "500 to 3,600,000 ms" in row.group(1) and 'data-col="max_attempts">3<' in row.group(1)
+
+    editing = (await admin.get("/ui/pushers", params={"ns": "shop", "group": "mailer"})).text
+    assert 'name="queues" value="mails, sms"' in editing and 'name="stop_signing"' in editing
+    assert SECRET not in listing and SECRET not in editing  # write-only
+    # An empty secret keeps the current one; a field cleared is cleared (lmstfy's PUT would keep max_attempts).
+    kept = {"csrf": token, **GROUP_FORM, "queues": "sms", "backoff": "fixed", "max_attempts": "", "secret": ""}
+    assert (await post(admin, "/ui/pushers/edit", kept)).headers["location"].endswith("done=pusher_saved")
+    expected = Pusher(("sms",), "http://127.0.0.1:9/hook", 2, 5, None, 0, SECRET)
+    assert await store.get("default", "shop", "mailer") == expected
+    renewed = "another-secret-of-20-bytes"
+    assert (await post(admin, "/ui/pushers/edit", {**kept, "secret": renewed})).status_code == 303
+    assert (await store.get("default", "shop", "mailer")) == Pusher(("sms",), expected.endpoint, 2, 5, secret=renewed)
+    assert (await post(admin, "/ui/pushers/edit", {**kept, "stop_signing": "yes"})).status_code == 303
+    assert (await store.get("default", "shop", "mailer")) == Pusher(("sms",), expected.endpoint, 2, 5)
+    shown = (await admin.get("/pusher/shop/mailer")).json()["pusher"]  # the admin API sees the same
+    assert (shown["queues"], shown["signed"]) == (["sms"], False)
+
+    deleting = {"csrf": token, "namespace": "shop", "group": "mailer"}
+    asked = await post(admin, "/ui/pushers/delete", deleting)
+    assert "Delete push group mailer of shop?" in asked.text and await store.get("default", "shop", "mailer")
+    done = await post(admin, "/ui/pushers/delete", {**deleting, "confirm": "yes"})
+    assert done.headers["location"].endswith("done=pusher_deleted")
+    assert await store.get("default", "shop", "mailer") is None
+
+
+@pytest.mark.parametrize(
+    ("form", "body"),
+    [
+        ({"workers": "0"}, {"workers": 0}),
+        ({"workers": "two"}, {"workers": "two"}),
+        ({"timeout": "3601"}, {"timeout": 3601}),
+        ({"endpoint": "ftp://127.0.0.1/x"}, {"endpoint": "ftp://127.0.0.1/x"}),
+        ({"endpoint": "no url"}, {"endpoint": "no url"}),
+        ({"queues": ""}, {"queues": []}),
+        ({"queues": "ok, _hidden"}, {"queues": ["ok", "_hidden"]}),
+        ({"max_attempts": "-1"}, {"max_attempts": -1}),
+        ({"backoff_ms": "10", "backoff_max_ms": "5"}, {"backoff_ms": 10, "backoff_max_ms": 5}),
+        ({"secret": "short-secret-x"}, {"secret": "short-secret-x"}),
+        ({"group": "bad!"}, {}),
+    ],
+)
+async def test_a_refused_push_group_form_shows_the_apis_error(
+    admin: httpx.AsyncClient, runtime: Runtime, form: dict[str, str], body: dict[str, Any]
+) -> None:
+    api_body = {"queues": ["mails", "sms"], "endpoint": "http://127.0.0.1:9/hook", "workers": 2, "timeout": 5}
+    api_body |= {"backoff": "exponential", "backoff_ms": 500, "max_attempts": 3, **body}
+    group = form.get("group", "mailer")
+    api = await admin.post(f"/pusher/shop/{group}", json=api_body)
+    assert api.status_code == 400
+    token = await csrf_token(admin, "/ui/pushers")
+    refused = await post(admin, "/ui/pushers/create", {"csrf": token, **GROUP_FORM, **form})
+    assert (refused.status_code, form_error(refused.text)) == (400, api.json()["error"])
+    assert await runtime.pushers.all() == {}
+    for name, value in form.items():  # the form keeps what was typed, but a secret
+        if name != "secret" and name in pushers_page.FORM_FIELDS:
+            assert f'name="{name}" value="{html.escape(value)}"' in refused.text
+    if "secret" in form:
+        assert form["secret"] not in refused.text and "The secret you typed is not kept" in refused.text
+
+
+async def test_a_duplicate_or_vanished_push_group_is_said_so_on_the_page(
+    admin: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    token = await csrf_token(admin, "/ui/pushers")
+    assert (await post(admin, "/ui/pushers/create", {"csrf": token, **GROUP_FORM})).status_code == 303
+    again = await post(admin, "/ui/pushers/create", {"csrf": token, **GROUP_FORM})
+    api = await admin.post(
+        "/pusher/shop/mailer", json={"queues": ["q"], "endpoint": "http://x/", "workers": 1, "timeout": 1}
+    )
+    assert (
+        (again.status_code, form_error(again.text))
+        == (api.status_code, api.json()["error"])
+        == (409, api.json()["error"])
+    )
+    await runtime.pushers.delete("default", "shop", "mailer")
+    gone = await post(admin, "/ui/pushers/edit", {"csrf": token, **GROUP_FORM})
+    assert (gone.status_code, form_error(gone.text)) == (404, "the pusher was not found")
+    assert await runtime.pushers.all() == {}
+
+
+SCHEDULE_FORM = {"namespace": "shop", "queue": "reports", "name": "daily", "cron": "@daily", "tz": "Europe/Paris"}
+SCHEDULE_FORM |= {"ttl": "600", "tries": "2", "priority": "3", "catchup": "none", "data": '{"report":\r\n"sales"}'}
+
+
+async def test_schedules_from_forms(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    store = runtime.pools.get("default")
+    assert "No namespace yet" in (await admin.get("/ui/cron")).text
+    await runtime.tokens.create("default", "shop", "a tenant")
+    assert "No schedule in shop." in (await admin.get("/ui/cron")).text  # the first namespace is shown
+    token = await csrf_token(admin, "/ui/cron")
+    created = await post(admin, "/ui/cron/save", {"csrf": token, **SCHEDULE_FORM})
+    assert (created.status_code, created.headers["location"]) == (
+        303,
+        "/ui/cron?ns=shop&pool=default&done=schedule_created",
+    )
+    state = await store.schedule("shop", "reports", "daily")
+    schedule = state.schedule
+    assert (schedule.cron, schedule.every_s, schedule.tz, schedule.ttl_ms) == (
+        "0 0 * * *",
+        None,
+        "Europe/Paris",
+        600_000,
+    )
+    assert (schedule.tries, schedule.priority, schedule.catchup) == (2, 3, "none")
+    assert schedule.body == b'{"report":\n"sales"}'  # the text area's line ends as \n
+    listing = (await admin.get(created.headers["location"])).text
+    assert "Schedule created." in listing
+    row = re.search(r'data-schedule="reports/daily">(.*?)</tr>', listing, re.S)
+    assert row is not None and "cron <code>0 0 * * *</code>" in row.group(1)
+    assert display.when(state.next_ms) in row.group(1) and "not yet" in row.group(1)
+    assert (await admin.get("/cron/shop")).json()["schedules"][0]["next_ms"] == state.next_ms  # the admin API's view
+
+    replacing = {**SCHEDULE_FORM, "cron": "", "every": "60", "tz": "", "ttl": "", "data": "tick"}
+    replaced = await post(admin, "/ui/cron/save", {"csrf": token, **replacing})
+    assert replaced.headers["location"].endswith("done=schedule_replaced")
+    schedule = (await store.schedule("shop", "reports", "daily")).schedule
+    assert (schedule.cron, schedule.every_s, schedule.tz, schedule.ttl_ms, schedule.body) == (
+        None,
+        60,
+        "UTC",
+        runtime.config.defaults.ttl * 1000,
+        b"tick",
+    )
+    editing = (await admin.get("/ui/cron", params={"ns": "shop", "queue": "reports", "name": "daily"})).text
+    assert 'name="every" value="60"' in editing and ">\ntick</textarea>" in editing
+
+    deleting = {"csrf": token, "namespace": "shop", "queue": "reports", "name": "daily"}
+    asked = await post(admin, "/ui/cron/delete", deleting)
+    assert "Delete the schedule daily of shop/reports?" in asked.text and await store.schedules("shop")
+    done = await post(admin, "/ui/cron/delete", {**deleting, "confirm": "yes"})
+    assert done.headers["location"] == "/ui/cron?ns=shop&pool=default&done=schedule_deleted"
+    assert await store.schedules("shop") == []
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"cron": ""},
+        {"every": "60"},
+        {"cron": "61 * * * *"},
+        {"cron": "@reboot"},
+        {"cron": "0 0 30 2 *"},
+        {"tz": "Mars/Olympus"},
+        {"cron": "", "every": "0"},
+        {"tries": "0"},
+        {"priority": "256"},
+        {"ttl": "-1"},
+        {"catchup": "all"},
+        {"name": "bad name"},
+        {"queue": "_hidden"},
+    ],
+)
+async def test_a_refused_schedule_form_shows_the_apis_error(
+    admin: httpx.AsyncClient, data: httpx.AsyncClient, make_token: MakeToken, runtime: Runtime, form: dict[str, str]
+) -> None:
+    fields = {**SCHEDULE_FORM, **form}
+    query = {key: fields[key] for key in cron_page.QUERY_FIELDS if fields.get(key)}
+    path = f"/api/shop/{fields['queue']}/cron/{fields['name']}"
+    api = await data.put(path, params=query, content=b"x", headers={"X-Token": await make_token("shop")})
+    assert api.status_code == 400
+    token = await csrf_token(admin, "/ui/cron")
+    refused = await post(admin, "/ui/cron/save", {"csrf": token, **fields})
+    assert (refused.status_code, form_error(refused.text)) == (400, api.json()["error"])
+    assert await runtime.pools.get("default").schedules("shop") == []
+    assert f'name="queue" value="{html.escape(fields["queue"])}"' in refused.text  # kept as typed
+
+
+@pytest.mark.parametrize(
+    "action", ["/ui/pushers/create", "/ui/pushers/edit", "/ui/pushers/delete", "/ui/cron/save", "/ui/cron/delete"]
+)
+@pytest.mark.parametrize("forgery", ["no token", "a token of another browser", "from another origin"])
+async def test_forged_push_group_and_schedule_forms_are_refused(
+    admin: httpx.AsyncClient, runtime: Runtime, action: str, forgery: str
+) -> None:
+    store = runtime.pools.get("default")
+    await runtime.pushers.create("default", "shop", "mailer", Pusher(("mails",), "http://127.0.0.1:9/hook", 1, 5))
+    await store.put_schedule("shop", Schedule("daily", "reports", "0 0 * * *", None, "UTC", b"x", 0, 1, 0, "one"))
+    before = (await runtime.pushers.all(), await store.schedules("shop"))
+    token, headers = await csrf_token(admin, "/ui/pushers"), {}
+    if forgery == "a token of another browser":
+        async with client_for(create_admin_app(runtime)) as other:
+            token = await csrf_token(other, "/ui/cron")
+    elif forgery == "from another origin":
+        headers = {"Origin": "http://evil.test"}
+    fields = {**GROUP_FORM, **SCHEDULE_FORM, "queues": "other", "every": "", "confirm": "yes"}
+    if action == "/ui/pushers/create":
+        fields["group"] = "newsletter"
+    answer = await post(admin, action, fields if forgery == "no token" else {"csrf": token, **fields}, **headers)
+    assert answer.status_code == 403 and "refused" in answer.text
+    assert (await runtime.pushers.all(), await store.schedules("shop")) == before
+    # The same form with this browser's token acts: the refusal was the forgery's.
+    assert (await post(admin, action, {"csrf": await csrf_token(admin), **fields})).status_code == 303
+    assert (await runtime.pushers.all(), await store.schedules("shop")) != before

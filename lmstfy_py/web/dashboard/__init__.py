@@ -3,7 +3,7 @@
 Server-rendered: Starlette routes render Jinja2 templates (templates/), the stylesheet and one
 small script ship in the package (static/), charts are SVG drawn on the server (charts.py).
 Every page reads and changes through the same stores as the admin API (JobStore, TokenStore,
-LimitStore, RateStore), never Redis directly. The admin app's basic auth covers every route
+LimitStore, PusherStore, RateStore), never Redis directly. The admin app's basic auth covers every route
 here; forms are protected against CSRF (csrf.py).
 
 A page is one module exporting ROUTES (and NAV, for a page in the navigation bar) plus its
@@ -15,10 +15,10 @@ from __future__ import annotations
 from starlette.routing import BaseRoute
 
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web.dashboard import deadletter, overview, queue, render, static, tokens
+from lmstfy_py.web.dashboard import cron, deadletter, overview, pushers, queue, render, static, tokens
 
-PAGES = [overview, queue, deadletter, tokens]
-NAV = [overview.NAV, tokens.NAV]
+PAGES = [overview, queue, deadletter, pushers, cron, tokens]
+NAV = [overview.NAV, pushers.NAV, cron.NAV, tokens.NAV]
 ROUTES: list[BaseRoute] = [route for module in [*PAGES, static] for route in module.ROUTES]
 render.TEMPLATES.globals["static_url"] = static.url
 

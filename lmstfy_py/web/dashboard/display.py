@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 SHOWN_BYTES = 4096  # of a job's data; the rest is summarised
+PREVIEW_CHARS = 80  # of a job's data in a list
+PREVIEW_BYTES = 16  # of binary data in a list
 TOKEN_SHOWN = 6
 
 
@@ -63,6 +65,11 @@ def data(body: bytes) -> Data:
     return Data(len(body), text, spaced, encoded, truncated)
 
 
+def text_of(body: bytes) -> str | None:
+    """All of a job's data as text when it is printable UTF-8 (to edit it in a form), else None."""
+    return _printable(body, truncated=False)
+
+
 def _printable(shown: bytes, truncated: bool) -> str | None:
     try:
         text = shown.decode("utf-8")
@@ -74,3 +81,13 @@ def _printable(shown: bytes, truncated: bool) -> str | None:
     if any(unicodedata.category(char) == "Cc" and char not in "\n\r\t" for char in text):
         return None
     return text
+
+
+def preview(body: bytes) -> str:
+    """A job's data in one short line, for lists: its start as text, or as hex when it is binary."""
+    shown = data(body)
+    if shown.text is None:
+        start = body[:PREVIEW_BYTES].hex(" ")
+        return f"binary, {len(body):,} bytes: {start}" + (" …" if len(body) > PREVIEW_BYTES else "")
+    line = " ".join(shown.text.split())
+    return line[:PREVIEW_CHARS] + "…" if len(line) > PREVIEW_CHARS or shown.truncated else line

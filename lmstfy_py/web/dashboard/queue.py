@@ -1,4 +1,4 @@
-"""A queue (GET /ui/queue/{ns}/{queue}): its counts and rates, its next job, a job looked up by id;
+"""A queue (GET /ui/queue/{ns}/{queue}): its counts and rates, its next jobs, a job looked up by id;
 pause, resume and destroy (after a confirmation)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from lmstfy_py import ids
 from lmstfy_py.errors import InvalidParameter, NotFound
-from lmstfy_py.types import Job, JobInfo
+from lmstfy_py.types import JobInfo
 from lmstfy_py.web.dashboard import charts, display
 from lmstfy_py.web.dashboard.render import (
     back_to,
@@ -25,17 +25,11 @@ from lmstfy_py.web.dashboard.render import (
 from lmstfy_py.web.middleware import route
 
 QUEUE = "/ui/queue/{ns}/{queue}"
+NEXT_SHOWN = 10  # next jobs listed
 
 
 def queue_path(ns: str, queue: str) -> str:
     return f"/ui/queue/{ns}/{queue}"
-
-
-async def _next_job(request: Request, ns: str, queue: str) -> Job | None:
-    try:
-        return await store_of(request).peek_queue(ns, queue)
-    except NotFound:
-        return None
 
 
 async def _looked_up(request: Request, ns: str, queue: str) -> tuple[str, JobInfo | None]:
@@ -55,7 +49,6 @@ async def show_queue(request: Request) -> Response:
     (ns, queue), pool, store = queue_of(request), pool_of(request), store_of(request)
     stats = await store.stats(ns, queue)
     rates = (await runtime_of(request).rates.history(pool, only=(ns, queue))).of(ns, queue)
-    next_job = await _next_job(request, ns, queue)
     job_id, info = await _looked_up(request, ns, queue)
     context = {
         "ns": ns,
@@ -64,8 +57,7 @@ async def show_queue(request: Request) -> Response:
         "stats": stats,
         "rates": rates,
         "chart": charts.rate_chart(rates, "queue-rates"),
-        "next_job": next_job,
-        "next_data": display.data(next_job.body) if next_job else None,
+        "next_jobs": await store.next_jobs(ns, queue, NEXT_SHOWN),
         "job_id": job_id,
         "info": info,
         "info_data": display.data(info.job.body) if info else None,

@@ -47,7 +47,12 @@ TEMPLATES = Environment(
     lstrip_blocks=True,
 )
 TEMPLATES.filters.update(
-    count=display.count, when=display.when, ago=display.ago, short_token=display.short_token, urlquery=urlencode
+    count=display.count,
+    when=display.when,
+    ago=display.ago,
+    short_token=display.short_token,
+    preview=display.preview,
+    urlquery=urlencode,
 )
 
 
@@ -166,6 +171,12 @@ NOTICES = {
     "token_deleted": "Token deleted, with its limit.",
     "limit_set": "Limit saved.",
     "limit_deleted": "Limit deleted.",
+    "pusher_created": "Push group created: its queues are pushed to its endpoint from now on.",
+    "pusher_saved": "Push group saved: every server process uses it within a second.",
+    "pusher_deleted": "Push group deleted: its queues are no longer pushed.",
+    "schedule_created": "Schedule created.",
+    "schedule_replaced": "Schedule replaced: its next run is counted from now.",
+    "schedule_deleted": "Schedule deleted: it publishes no more jobs.",
 }
 
 

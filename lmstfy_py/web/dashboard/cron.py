@@ -1,0 +1,143 @@
+"""Recurring jobs (GET /ui/cron, SPEC section 9): a namespace's schedules with their next and last
+runs; create or replace one, delete one (after a confirmation). Through the JobStore, as the
+/api/{ns}/{queue}/cron and /cron/{ns} routes; the form is read by the API's own parser
+(schedule_from), so an error reads as the API's 400.
+
+The job data is typed as text: sent as UTF-8, with its line ends as "\\n" (a browser sends a text
+area's as "\\r\\n"). A schedule whose data is binary is listed, but replacing its data needs the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import Response
+
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.schedules import Schedule
+from lmstfy_py.web import params
+from lmstfy_py.web.dashboard import display
+from lmstfy_py.web.dashboard.render import (
+    NavItem,
+    back_to,
+    confirm,
+    confirmed,
+    form_of,
+    page,
+    pool_of,
+    runtime_of,
+    store_of,
+    ui,
+)
+from lmstfy_py.web.middleware import route
+from lmstfy_py.web.schedules import check_name, schedule_from
+
+CRON = "/ui/cron"
+NAV = NavItem("Recurring", CRON)
+QUERY_FIELDS = ("cron", "every", "tz", "ttl", "tries", "priority", "catchup")  # as PUT .../cron/{name} takes them
+FORM_FIELDS = ("namespace", "queue", "name", *QUERY_FIELDS, "data")
+
+
+async def _namespaces(request: Request) -> list[str]:
+    """Namespaces that ever had a job and namespaces that have tokens (a schedule needs one of them)."""
+    runtime, pool = runtime_of(request), pool_of(request)
+    return sorted(set(await store_of(request).namespaces()) | set(await runtime.tokens.namespaces(pool)))
+
+
+def _chosen(request: Request, namespaces: list[str]) -> str | None:
+    """The namespace shown: ?ns=, else the first one."""
+    ns = request.query_params.get("ns")
+    if ns:
+        params.check_namespace(ns)
+        return ns
+    return namespaces[0] if namespaces else None
+
+
+async def _render(request: Request, ns: str | None, form: dict[str, str], **more: Any) -> Response:
+    namespaces = await _namespaces(request)
+    ns = ns or _chosen(request, namespaces)
+    if ns and ns not in namespaces:
+        namespaces.append(ns)
+    states = await store_of(request).schedules(ns) if ns else []
+    status = more.pop("status", 200)
+    context = {"namespaces": namespaces, "ns": ns, "schedules": states, "form": {"namespace": ns or "", **form}}
+    return await page(request, "cron.html", {**context, **more}, status=status)
+
+
+def _form_of(schedule: Schedule) -> tuple[dict[str, str], bool]:
+    """A schedule's fields as the form shows them; whether its data is binary (not in the form)."""
+    text = display.text_of(schedule.body)
+    form = {
+        "queue": schedule.queue,
+        "name": schedule.name,
+        "cron": schedule.cron or "",
+        "every": "" if schedule.every_s is None else str(schedule.every_s),
+        "tz": schedule.tz,
+        "ttl": str(schedule.ttl_ms // 1000),
+        "tries": str(schedule.tries),
+        "priority": str(schedule.priority),
+        "catchup": schedule.catchup,
+        "data": text or "",
+    }
+    return form, text is None
+
+
+async def show_cron(request: Request) -> Response:
+    """The namespace's schedules and the form; with ?queue=&name= the form holds that schedule."""
+    queue, name = request.query_params.get("queue"), request.query_params.get("name")
+    if not (queue and name):
+        return await _render(request, None, {"catchup": "one"})
+    ns = request.query_params.get("ns", "")
+    params.check_names(ns, queue)
+    state = await store_of(request).schedule(ns, queue, check_name(name))
+    form, binary = _form_of(state.schedule)
+    return await _render(request, ns, form, binary_data=binary)
+
+
+def _schedule(request: Request, fields: dict[str, str]) -> tuple[str, Schedule]:
+    """The form read as PUT /api/{ns}/{queue}/cron/{name}?... reads its path, query and body."""
+    ns, queue = fields.get("namespace", "").strip(), fields.get("queue", "").strip()
+    params.check_names(ns, queue)
+    name = check_name(fields.get("name", "").strip())
+    # An empty field is a parameter not given: the API's default.
+    query = QueryParams([(key, fields[key].strip()) for key in QUERY_FIELDS if fields.get(key, "").strip()])
+    body = fields.get("data", "").replace("\r\n", "\n").encode()
+    return ns, schedule_from(queue, name, query, body, runtime_of(request).config.defaults)
+
+
+async def save(request: Request) -> Response:
+    """Creates the schedule, or replaces the one of that queue and name (its next run counted from now)."""
+    pool = pool_of(request)
+    fields = await form_of(request)
+    try:
+        ns, schedule = _schedule(request, fields)
+    except InvalidParameter as error:
+        form = {name: fields.get(name, "") for name in FORM_FIELDS}
+        # This URL is the action's: nothing to refresh.
+        return await _render(request, None, form, error=error.message, status=error.status, no_refresh=True)
+    created, _ = await store_of(request).put_schedule(ns, schedule)
+    return back_to(CRON, pool, "schedule_created" if created else "schedule_replaced", ns=ns)
+
+
+async def delete(request: Request) -> Response:
+    """As DELETE /cron/{ns}/{queue}/{name}, once confirmed."""
+    pool = pool_of(request)
+    fields = await form_of(request)
+    ns, queue = fields.get("namespace", ""), fields.get("queue", "")
+    params.check_names(ns, queue)
+    name = check_name(fields.get("name", ""))
+    if not confirmed(fields):
+        details = "It publishes no more jobs; the jobs it published stay in the queue."
+        what = f"Delete the schedule {name} of {ns}/{queue}?"
+        return await confirm(request, what, details, {"namespace": ns, "queue": queue, "name": name})
+    await store_of(request).delete_schedule(ns, queue, name)
+    return back_to(CRON, pool, "schedule_deleted", ns=ns)
+
+
+ROUTES = [
+    route(CRON, "GET", ui(show_cron)),
+    route(CRON + "/save", "POST", ui(save)),
+    route(CRON + "/delete", "POST", ui(delete)),
+]

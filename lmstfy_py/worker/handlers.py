@@ -4,21 +4,20 @@ by its `MODULE:CALLABLE` name; and the reason a failure leaves on its job."""
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import importlib
 import inspect
 import os
 import sys
 import threading
 import traceback
-from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor, Future
+from collections import deque
+from collections.abc import Callable
 from queue import SimpleQueue
-from typing import Any, TypeVar
+from typing import Any
 
 from lmstfy_py.client import Job
 
-T = TypeVar("T")
 Handler = Callable[[Job], Any]  # a function or a coroutine function of one Job; what it returns is ignored
 
 MAX_REASON_BYTES = 1024  # the server refuses a longer reason
@@ -28,64 +27,72 @@ class HandlerExit(Exception):
     """A sync handler raised SystemExit or KeyboardInterrupt."""
 
 
-class HandlerThreads(Executor):
-    """A fixed number of daemon threads running sync handlers.
+class HandlerThreads:
+    """A fixed number of daemon threads running a sync handler, each call awaited on the loop.
 
     Daemon threads, unlike ThreadPoolExecutor's: a handler still running when the worker stopped
     (its job already released to another worker) must not keep the process from exiting, and
-    Python cannot interrupt a thread.
+    Python cannot interrupt a thread. Results reach the loop in batches: a thread that finishes
+    wakes the loop only when no wake-up is pending, so a burst of short handlers costs one
+    wake-up (a system call) instead of one per job.
     """
 
-    def __init__(self, size: int) -> None:
-        self._work: SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = SimpleQueue()
+    def __init__(self, handler: Handler, size: int, loop: asyncio.AbstractEventLoop) -> None:
+        self._handler = handler
+        self._loop = loop
+        self._work: SimpleQueue[tuple[asyncio.Future[Any], Job] | None] = SimpleQueue()
+        self._done: deque[tuple[asyncio.Future[Any], Any, Exception | None]] = deque()
+        self._wakeup_pending = False
         self._threads = [
             threading.Thread(target=self._serve, name=f"lmstfy-handler-{i}", daemon=True) for i in range(size)
         ]
         for thread in self._threads:
             thread.start()
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future: Future[T] = Future()
-        self._work.put((future, functools.partial(fn, **kwargs) if kwargs else fn, args))
+    def __call__(self, job: Job) -> asyncio.Future[Any]:
+        future = self._loop.create_future()
+        self._work.put((future, job))
         return future
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+    def shutdown(self) -> None:
+        """Threads end after the handler they run (or at once when idle); none is waited for."""
         for _ in self._threads:
             self._work.put(None)
-        if wait:
-            for thread in self._threads:
-                thread.join()
-
-    def busy(self) -> int:
-        """Threads still running a handler (after shutdown: those that did not end)."""
-        return sum(thread.is_alive() for thread in self._threads)
 
     def _serve(self) -> None:
         while (item := self._work.get()) is not None:
-            future, fn, args = item
-            if not future.set_running_or_notify_cancel():
-                continue
+            future, job = item
             try:
-                future.set_result(fn(*args))
+                self._finished(future, self._handler(job), None)
             except Exception as exc:
-                future.set_exception(exc)
+                self._finished(future, None, exc)
             except BaseException as exc:
                 # sys.exit() or the like inside a handler fails its job, not the worker.
-                future.set_exception(HandlerExit(f"the handler raised {exc!r}"))
+                self._finished(future, None, HandlerExit(f"the handler raised {exc!r}"))
+
+    def _finished(self, future: asyncio.Future[Any], result: Any, failure: Exception | None) -> None:
+        self._done.append((future, result, failure))
+        if not self._wakeup_pending:
+            self._wakeup_pending = True
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                self._loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        # Cleared first: a result appended from now on either is drained below or wakes us again.
+        self._wakeup_pending = False
+        while self._done:
+            future, result, failure = self._done.popleft()
+            if future.done():  # cancelled: the stop gave its job back
+                continue
+            if failure is None:
+                future.set_result(result)
+            else:
+                future.set_exception(failure)
 
 
 def is_async(handler: Handler) -> bool:
     call = getattr(handler, "__call__", None)  # noqa: B004 - an object with an async __call__ counts too
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
-
-
-def invoker(handler: Handler, threads: HandlerThreads | None) -> Callable[[Job], Awaitable[Any]]:
-    """An awaitable call of `handler`: on the loop if it is async, else on `threads`."""
-    if is_async(handler):
-        return handler
-    assert threads is not None
-    loop = asyncio.get_running_loop()
-    return lambda job: loop.run_in_executor(threads, handler, job)
 
 
 def failure_reason(exc: BaseException) -> str:

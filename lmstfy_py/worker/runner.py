@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Released, Throttled, Unavailable
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.worker.acks import AckBatcher
-from lmstfy_py.worker.handlers import Handler, HandlerThreads, failure_reason, invoker, is_async, where
+from lmstfy_py.worker.handlers import Handler, HandlerThreads, failure_reason, is_async, where
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
 
 log = logging.getLogger("lmstfy_py.worker")
@@ -126,15 +126,17 @@ class Worker:
     async def run_async(self, *, handle_signals: bool = True) -> None:
         """Runs on the current event loop until `stop()` (or, with `handle_signals` and on the main
         thread, SIGTERM/SIGINT); raises what made it stop if that was not a stop (401, say)."""
-        threads = None if is_async(self.handler) else HandlerThreads(self.concurrency)
+        loop = asyncio.get_running_loop()
+        threads = None if is_async(self.handler) else HandlerThreads(self.handler, self.concurrency, loop)
+        call: Callable[[Job], Awaitable[Any]] = threads or self.handler
         metrics: Recorder = NoMetrics()
         if self.metrics_port is not None:
             metrics = served = WorkerMetrics()
             served.serve(self.metrics_port)
         try:
             async with AsyncClient(self.url, self.namespace, self.token, timeout=self.timeout, retries=0) as client:
-                run = _Run(self, client, invoker(self.handler, threads), metrics)
-                self._active = (asyncio.get_running_loop(), run)
+                run = _Run(self, client, call, metrics)
+                self._active = (loop, run)
                 if self._stop_early:
                     run.request_stop()
                 with _signals(run.request_stop, handle_signals):
@@ -143,7 +145,7 @@ class Worker:
             self._active, self._stop_early = None, False
             metrics.close()
             if threads is not None:
-                threads.shutdown(wait=False)
+                threads.shutdown()
 
     def stop(self) -> None:
         """Asks the worker to stop, from any thread; a second call skips what is left of the grace."""

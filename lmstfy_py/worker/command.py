@@ -46,7 +46,13 @@ USAGE_ERROR = 2
     show_default=True,
     help="Seconds running handlers get at a stop; the rest are released.",
 )
-@click.option("--poll", type=click.IntRange(1, 600), default=5, show_default=True, help="Long-poll wait in seconds.")
+@click.option(
+    "--poll",
+    type=click.IntRange(1, 600),
+    default=2,
+    show_default=True,
+    help="Long-poll wait in seconds; a stop waits for the long-polls in flight.",
+)
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on this port.")
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
@@ -92,7 +98,7 @@ def worker(
         _fail(str(exc), USAGE_ERROR)
     try:
         runner.run()
-    except LmstfyError as exc:
+    except (LmstfyError, OSError) as exc:  # OSError: the metrics port is taken
         _fail(str(exc), RUNTIME_ERROR)
 
 

@@ -55,7 +55,10 @@ class WorkerMetrics:
         self._server: WSGIServer | None = None
 
     def serve(self, port: int, host: str = "0.0.0.0") -> None:
-        self._server, _thread = start_http_server(port, host, registry=self.registry)
+        try:
+            self._server, _thread = start_http_server(port, host, registry=self.registry)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot serve metrics on port {port}: {exc.strerror}") from exc
 
     def done(self, queue: str, seconds: float) -> None:
         self.processed.labels(queue).inc()

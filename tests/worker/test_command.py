@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lmstfy_py.client import Client
-from lmstfy_py.worker.runner import STOPPED_REASON
+from lmstfy_py.worker.run import STOPPED_REASON
 from tests.servers import Server, free_port
 from tests.worker.conftest import wait_until
 

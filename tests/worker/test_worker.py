@@ -19,7 +19,7 @@ import pytest
 
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
-from lmstfy_py.worker.runner import STOPPED_REASON
+from lmstfy_py.worker.run import STOPPED_REASON
 from tests.servers import Server, create_token
 from tests.worker.conftest import drained, running, wait_until
 

@@ -28,6 +28,7 @@ from lmstfy_py.config import LOG_LEVELS, Config, ConfigError, load_config
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError
 from lmstfy_py.store.embedded_watcher import RedisLostError, RedisWatcher
 from lmstfy_py.token_cli import token as token_cli
+from lmstfy_py.worker.command import worker as worker_command
 
 USAGE_ERROR = 2
 RUNTIME_ERROR = 1
@@ -73,6 +74,7 @@ def main() -> None:
 
 
 main.add_command(token_cli)
+main.add_command(worker_command)
 
 
 @main.command()

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".lmstfy-install-stamp"
 EXTRAS = ".[test,fast]"
-LINT_PATHS = ["lmstfy_py", "tests", "scripts", "benchmarks"]
+LINT_PATHS = ["lmstfy_py", "tests", "scripts", "benchmarks", "examples"]
 USAGE = "usage: python3 scripts/dev.py {serve|test|lint} [ARGS...]"
 
 

@@ -1,4 +1,4 @@
-"""Every program in benchmarks/ and scripts/ runs: started as a user starts it, in a tiny configuration.
+"""Every program in benchmarks/, scripts/ and examples/ runs: started as a user starts it, in a tiny configuration.
 
 What they print is checked for the lines a reader looks for, not for the figures: those are
 asserted by test_crash, test_timers and test_long_polls (through the same measuring code), and
@@ -7,19 +7,24 @@ read by a human from a full run. A program run by another test is named in RUN_B
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import PIPE
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.servers import free_port, wait_until
+from tests.servers import Server, create_token, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_TIMEOUT = 90.0
+PIPES: dict[str, Any] = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": RUN_TIMEOUT}
 # Modules the programs import, not programs themselves.
 LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py"}
 # Every program, and the test that runs it.
@@ -32,11 +37,14 @@ RUN_BY = {
     "benchmarks/bench_push.py": "tests/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/test_programs.py::test_bench_redis_client",
     "benchmarks/bench_timers.py": "tests/test_programs.py::test_bench_timers",
+    "benchmarks/bench_worker.py": "tests/test_programs.py::test_bench_worker",
     "benchmarks/crash_test.py": "tests/test_programs.py::test_crash_test",
     "benchmarks/redis_kill_loss.py": "tests/test_programs.py::test_redis_kill_loss",
     "benchmarks/trivial_app.py": "tests/test_programs.py::test_trivial_app",
     "scripts/dashboard_screenshots.py": "tests/test_programs.py::test_dashboard_screenshots",
     "scripts/dev.py": "tests/test_programs.py::test_dev_py",
+    "examples/publish.py": "tests/test_programs.py::test_examples",
+    "examples/worker.py": "tests/test_programs.py::test_examples",
     "scripts/token-cli": "tests/test_token_cli.py::test_scripts_token_cli_runs_the_same_commands",
 }
 
@@ -53,7 +61,7 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_every_program_is_run_by_a_test() -> None:
-    found = [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*")]
+    found = [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*"), *ROOT.glob("examples/*.py")]
     programs = {str(path.relative_to(ROOT)) for path in found if path.is_file()}
     assert programs - LIBRARIES == set(RUN_BY)
     for program, test in RUN_BY.items():
@@ -114,6 +122,17 @@ def test_bench_timers() -> None:
     assert "idle: 64 future jobs: server " in out
 
 
+def test_bench_worker() -> None:
+    args = ["--jobs", "300", "--rounds", "1", "--clients", "4", "--settle", "0", "--server-workers", "1"]
+    out = ok(run("benchmarks/bench_worker.py", *args))
+    assert re.search(r"^round 1: consume100_batch +300 jobs in [\d.]+ s: +[\d,]+ jobs/s", out, re.MULTILINE), out
+    for handler in ("async", "sync"):
+        line = rf"^round 1: worker-{handler} +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* worker \d+% .* ratio [\d.]+$"
+        assert re.search(line, out, re.MULTILINE), out
+        assert re.search(rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+$", out, re.MULTILINE)
+    assert "server stop exit code: 0" in out
+
+
 def test_crash_test() -> None:
     out = ok(run("benchmarks/crash_test.py", "--kills", "1", "--interval", "0.3", "--drain-timeout", "20"))
     assert "server starts:        2 (1 SIGKILLs)" in out, out
@@ -172,3 +191,35 @@ def test_dev_py() -> None:
     assert (usage.returncode, usage.stderr) == (1, "usage: python3 scripts/dev.py {serve|test|lint} [ARGS...]\n")
     # With .venv in place (this suite runs from it) it execs the real command, which answers.
     assert ok(run("scripts/dev.py", "serve", "--help")).startswith("Usage: lmstfy-py serve [OPTIONS]")
+
+
+# -- examples --------------------------------------------------------------------------------------
+
+
+def env_token(env: dict[str, str]) -> dict[str, str]:
+    return {"X-Token": env["LMSTFY_TOKEN"]}
+
+
+def test_examples(tmp_path: Path) -> None:
+    """publish.py publishes orders, worker.py closes them and stops on SIGTERM."""
+    with Server(tmp_path) as server:
+        server.start()
+        env = {**os.environ, "LMSTFY_URL": server.data_url, "LMSTFY_TOKEN": create_token(server, "demo")}
+        first = subprocess.run([sys.executable, "examples/publish.py", "3"], env=env, **PIPES)
+        assert first.returncode == 0 and first.stdout.endswith("orders: 3 ready\n"), first.stdout + first.stderr
+        worker = subprocess.Popen(
+            [sys.executable, "examples/worker.py"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE, text=True
+        )
+        try:
+            stats = f"{server.data_url}/api/demo/orders/stats"
+            drained = {"ready": 0, "reserved": 0}
+            assert wait_until(lambda: drained.items() <= httpx.get(stats, headers=env_token(env)).json().items(), 15)
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=15)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+        assert worker.returncode == 0, err
+        assert sorted(line.split(" (")[0] for line in out.splitlines()) == [f"closed order {n}" for n in (1, 2, 3)]
+        assert "worker stopped: 3 processed, 0 failed, 0 given back" in err

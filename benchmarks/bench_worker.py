@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""One `lmstfy-py worker` process draining prefilled jobs, next to bench.py's consume100_batch.
+
+    .venv/bin/python benchmarks/bench_worker.py                 # starts its own server (2 workers)
+    .venv/bin/python benchmarks/bench_worker.py --url http://127.0.0.1:7777 --admin http://127.0.0.1:7778
+
+Each round, on the same server, each in a fresh namespace purged after it:
+1. consume100_batch: --jobs jobs prefilled (bulk), then bench.py's batch ACKers (--clients
+   keep-alive connections, each `GET ?count=100` then one `DELETE .../jobs?job_id=...`) drain them;
+2. the worker: --jobs jobs prefilled, then one `lmstfy-py worker` process (--concurrency, a no-op
+   handler, async or sync) drains them. Its clock starts at the first job it takes (its start-up
+   is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
+   handled and ACKed, end to end (polled every 20 ms).
+It prints jobs/s of both, the CPU of the worker process and of the server, and the ratio
+worker ÷ consume100_batch; then the medians over --rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx
+import uvloop
+
+from benchmarks import bench
+from benchmarks.bench import BULK, Meter, Processes, Target
+from tests.servers import Server
+
+ROOT = Path(__file__).resolve().parent.parent
+QUEUE = "q"
+POLL_S = 0.02
+DRAIN_TIMEOUT_S = 600.0
+HANDLERS = {"async": "benchmarks.bench_worker:noop_async", "sync": "benchmarks.bench_worker:noop_sync"}
+
+
+async def noop_async(job: object) -> None:
+    """The benchmark's handler: returns at once, so the figure is the worker's own cost."""
+
+
+def noop_sync(job: object) -> None:
+    """The same, run on the worker's handler threads."""
+
+
+@dataclass
+class Figures:
+    """CPU in % of one core over the window: the server's processes, its Redis, the worker process,
+    and whatever else the machine ran (above ~10% the figures of that line are noisy)."""
+
+    jobs: int
+    seconds: float
+    server_cpu_pct: float
+    redis_cpu_pct: float
+    other_cpu_pct: float
+    worker_cpu_pct: float | None = None
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.jobs / self.seconds if self.seconds else 0.0
+
+
+# -- prefill and the consume100_batch scenario ----------------------------------------------------
+
+
+async def prefill(t: Target, jobs: int) -> None:
+    """Exactly `jobs` jobs into QUEUE, bulk, over t.clients connections."""
+    sizes = iter([BULK] * (jobs // BULK) + ([jobs % BULK] if jobs % BULK else []))
+
+    async def fill() -> None:
+        conn = t.connect()
+        for size in sizes:
+            body = json.dumps([f"job-{i}" for i in range(size)]).encode()
+            bench.expect(await conn.request("PUT", t.path(QUEUE, "bulk"), t.params(), body), 201)
+        await conn.close()
+
+    await asyncio.gather(*(fill() for _ in range(t.clients)))
+
+
+async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
+    await prefill(t, jobs)
+    result = await bench.measure(
+        "consume100_batch", Meter(procs, None), [bench.batch_acker(t, QUEUE) for _ in range(t.clients)], DRAIN_TIMEOUT_S
+    )
+    return Figures(
+        result.jobs, result.seconds, result.server_cpu_pct or 0.0, result.redis_cpu_pct or 0.0, result.other_cpu_pct
+    )
+
+
+# -- the worker ---------------------------------------------------------------------------------------
+
+
+def worker_command(url: str, t: Target, concurrency: int, handler: str) -> list[str]:
+    worker = [sys.executable, "-m", "lmstfy_py.cli", "worker", HANDLERS[handler], "--url", url]
+    more = ["--concurrency", str(concurrency), "--poll", "1", "--log-level", "warning"]  # poll: a quick stop
+    return [*worker, "--namespace", t.ns, "--queue", QUEUE, *more]
+
+
+def drained(stats: dict[str, int]) -> bool:
+    return stats["ready"] == 0 and stats["delayed"] == 0 and stats["reserved"] == 0
+
+
+def run_worker(url: str, t: Target, procs: Processes, jobs: int, concurrency: int, handler: str) -> Figures:
+    uvloop.run(prefill(t, jobs))
+    argv = worker_command(url, t, concurrency, handler)
+    env = {**os.environ, "LMSTFY_TOKEN": t.token}
+    with httpx.Client(base_url=url, headers={"X-Token": t.token}, timeout=10) as http:
+
+        def stats() -> dict[str, int]:
+            answer = http.get(f"/api/{t.ns}/{QUEUE}/stats")
+            answer.raise_for_status()
+            found: dict[str, int] = answer.json()
+            return found
+
+        with worker_process(argv, env) as proc:
+            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            while stats()["ready"] == jobs:
+                check_running(proc, deadline)
+                time.sleep(0.001)
+            start = cpu_now(procs, proc.pid)
+            while not drained(stats()):
+                check_running(proc, deadline)
+                time.sleep(POLL_S)
+            end = cpu_now(procs, proc.pid)
+    return figures_of(jobs, start, end)
+
+
+def cpu_now(procs: Processes, worker_pid: int) -> tuple[float, ...]:
+    """Wall time, then CPU seconds so far of: server, Redis, worker, this process, the whole machine."""
+    server, redis = procs.snapshot()
+    return (
+        time.perf_counter(),
+        server,
+        redis,
+        bench.cpu_seconds(worker_pid),
+        time.process_time(),
+        bench.machine_busy_seconds(),
+    )
+
+
+def figures_of(jobs: int, start: tuple[float, ...], end: tuple[float, ...]) -> Figures:
+    seconds = end[0] - start[0]
+    server, redis, worker, me, busy = (100 * (b - a) / seconds for a, b in zip(start[1:], end[1:], strict=True))
+    return Figures(jobs, seconds, server, redis, max(0.0, busy - server - redis - worker - me), worker)
+
+
+@contextmanager
+def worker_process(argv: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, stderr = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the worker exited with {proc.returncode}: {stderr.decode(errors='replace')}")
+
+
+def check_running(proc: subprocess.Popen[bytes], deadline: float) -> None:
+    if proc.poll() is not None:
+        raise RuntimeError(f"the worker exited with {proc.returncode}")
+    if time.monotonic() > deadline:
+        raise RuntimeError(f"the worker did not drain the queue within {DRAIN_TIMEOUT_S:g} s")
+
+
+# -- rounds -----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def fresh_namespace(base: Target, admin: str, name: str) -> Iterator[Target]:
+    ns = f"bench-{int(time.time() * 1000)}-{name}"
+    try:
+        yield replace(base, ns=ns, token=bench.create_token(admin, ns))
+    finally:
+        bench.purge(admin, ns)
+
+
+def fmt(figures: Figures) -> str:
+    text = f"{figures.jobs:,} jobs in {figures.seconds:.2f} s: {figures.jobs_per_s:>9,.0f} jobs/s  "
+    text += f"cpu server {figures.server_cpu_pct:.0f}% redis {figures.redis_cpu_pct:.0f}%"
+    if figures.worker_cpu_pct is not None:
+        text += f" worker {figures.worker_cpu_pct:.0f}%"
+    return text + f" other {figures.other_cpu_pct:.0f}%"
+
+
+def run_rounds(args: argparse.Namespace, url: str, admin: str) -> dict[str, list[Figures]]:
+    data = bench.address_of(url)
+    server_pid = bench.server_pid_by_port(data[1])
+    procs = Processes(server_pid, bench.redis_child(server_pid, bench.parents()))
+    base = Target(data, "", "", args.clients, 0.0, 0)
+    print(f"bench_worker: server pids {procs}; {bench.machine()}", flush=True)
+    found: dict[str, list[Figures]] = {"consume100_batch": [], **{f"worker-{h}": [] for h in args.handlers}}
+    for round_no in range(1, args.rounds + 1):
+        with fresh_namespace(base, admin, "batch") as t:
+            batch = uvloop.run(consume100_batch(t, procs, args.jobs))  # as bench.py runs its clients
+        found["consume100_batch"].append(batch)
+        print(f"round {round_no}: {'consume100_batch':<16} {fmt(batch)}", flush=True)
+        time.sleep(args.settle)
+        for handler in args.handlers:
+            with fresh_namespace(base, admin, f"worker-{handler}") as t:
+                figures = run_worker(url, t, procs, args.jobs, args.concurrency, handler)
+            found[f"worker-{handler}"].append(figures)
+            ratio = figures.jobs_per_s / batch.jobs_per_s
+            print(f"round {round_no}: {'worker-' + handler:<16} {fmt(figures)}  ratio {ratio:.2f}", flush=True)
+            time.sleep(args.settle)
+    return found
+
+
+def report(found: dict[str, list[Figures]]) -> None:
+    medians = {name: statistics.median(f.jobs_per_s for f in figures) for name, figures in found.items()}
+    print("medians:", flush=True)
+    for name, value in medians.items():
+        shown = f"  {name:<16} {value:>9,.0f} jobs/s"
+        if name != "consume100_batch":
+            shown += f"  worker ÷ consume100_batch {value / medians['consume100_batch']:.2f}"
+        print(shown, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="data API of a running server (default: start one)")
+    parser.add_argument("--admin", help="its admin API")
+    parser.add_argument("--server-workers", type=int, default=2, help="processes of the server it starts")
+    parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--concurrency", type=int, default=64, help="the worker's --concurrency")
+    parser.add_argument("--clients", type=int, default=32, help="consume100_batch connections (and prefill's)")
+    parser.add_argument("--handlers", type=lambda s: bench.names(s, list(HANDLERS)), default=["async", "sync"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each run")
+    args = parser.parse_args(argv)
+    if bool(args.url) != bool(args.admin):
+        parser.error("give both --url and --admin, or neither")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.url:
+        report(run_rounds(args, args.url, args.admin))
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-worker-") as workdir,
+        Server(Path(workdir), args=["--workers", str(args.server_workers)]) as server,
+    ):
+        server.start()
+        report(run_rounds(args, server.data_url, server.admin_url))
+        print(f"server stop exit code: {server.stop()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""What both clients send through httpcore: the server's address, each call's URL, headers and
+timeouts, and the answer as the readers see it.
+
+httpcore is httpx's own transport, with one API for blocking and asyncio code: pooled
+keep-alive connections, connect/read/write/pool timeouts, TLS. httpx's layer above it (URL
+objects, cookies, redirects, auth, hooks) is nothing this client uses and cost ~40% of each
+request's CPU in the worker's loop, which is CPU-bound on its client (docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import httpcore
+
+from lmstfy_py import __version__
+from lmstfy_py.client.calls import Answer, Call
+
+# Idle connections are dropped before lmstfy-py's 5 s keep-alive timeout: a request sent on a
+# connection the server is closing fails, and a publish without job_id is not sent again.
+KEEPALIVE_EXPIRY_S = 4.0
+MAX_CONNECTIONS = 100
+USER_AGENT = f"lmstfy-py-client/{__version__}".encode()
+# Job ids (ours and business ones) are made of these and A-Z a-z 0-9 - _ .: left as they are,
+# a batch ACK's hundred ids are encoded without a character-by-character pass.
+QUERY_SAFE = ",:"
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The server as `http[s]://host[:port][/prefix]`, and how to reach it."""
+
+    scheme: bytes
+    host: bytes
+    port: int | None
+    prefix: str  # a path the server is mounted under behind a proxy, "" usually
+    headers: tuple[tuple[bytes, bytes], ...]
+    timeout: float
+
+    @classmethod
+    def of(cls, url: str, token: str, timeout: float) -> Endpoint:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"expected an http:// or https:// URL, not {url!r}")
+        # The token goes in a header, never in the URL, where access logs would keep it.
+        headers = ((b"X-Token", token.encode()), (b"User-Agent", USER_AGENT))
+        host = parts.hostname.encode("idna")
+        return cls(parts.scheme.encode(), host, parts.port, parts.path.rstrip("/"), headers, timeout)
+
+    def url(self, call: Call[Any]) -> httpcore.URL:
+        target = self.prefix + call.path
+        if call.params:
+            target += "?" + urlencode(call.params, safe=QUERY_SAFE)
+        return httpcore.URL(scheme=self.scheme, host=self.host, port=self.port, target=target.encode())
+
+    def request_headers(self, call: Call[Any]) -> list[tuple[bytes, bytes]]:
+        return [*self.headers, *((k.encode(), v.encode()) for k, v in call.headers.items())]
+
+    def extensions(self, call: Call[Any]) -> dict[str, Any]:
+        """A long-poll may hold its answer `wait_s` seconds: its read timeout is that much longer."""
+        t = self.timeout
+        return {"timeout": {"connect": t, "read": t + call.wait_s, "write": t, "pool": t}}
+
+
+def pool_options(ssl_context: ssl.SSLContext | None) -> dict[str, Any]:
+    """The keyword arguments of httpcore.ConnectionPool and AsyncConnectionPool alike."""
+    return {
+        "ssl_context": ssl_context,
+        "max_connections": MAX_CONNECTIONS,
+        "max_keepalive_connections": MAX_CONNECTIONS,
+        "keepalive_expiry": KEEPALIVE_EXPIRY_S,
+    }
+
+
+def answer_of(response: httpcore.Response) -> Answer:
+    request_id = next((value.decode() for name, value in response.headers if name.lower() == b"x-request-id"), None)
+    return Answer(response.status, response.content, request_id)

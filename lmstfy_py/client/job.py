@@ -1,0 +1,81 @@
+"""What the client returns: a `Job`, and the few small answers of the queue and dead-letter routes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the server described it, its data already decoded from base64.
+
+    `ttl` is the seconds it has left, 0 when it never expires (Go lmstfy's 4294967295 reads as 0);
+    `remain_tries` the deliveries left after this one (consume) or left now (peek). `attributes`
+    is empty for a job published without any. The state fields are filled by `peek_job` on
+    lmstfy-py (None elsewhere, and always None on Go lmstfy, which has no such fields).
+    """
+
+    id: str
+    namespace: str
+    queue: str
+    data: bytes
+    ttl: int = 0
+    elapsed_ms: int = 0
+    remain_tries: int = 0
+    attributes: dict[str, str] = field(default_factory=dict)
+    state: str | None = None  # delayed, ready, reserved or dead
+    due_ms: int | None = None  # unix ms: when a delayed job becomes ready, or a reservation ends
+    attempts: int | None = None  # deliveries so far
+    priority: int | None = None
+    last_error: str | None = None  # the reason of its last release or bury
+
+    def text(self, encoding: str = "utf-8") -> str:
+        return self.data.decode(encoding)
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A release's outcome: ready again at `due_ms` with `remain_tries`, or `buried` (no try was left)."""
+
+    buried: bool
+    due_ms: int | None = None
+    remain_tries: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    ready: int
+    delayed: int
+    reserved: int
+    dead: int
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """lmstfy's dead-letter peek: how many jobs are dead and the oldest one's id ("" when none)."""
+
+    size: int
+    head: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadJob:
+    id: str
+    data: bytes
+    attempts: int
+    last_error: str | None
+    died_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeadPage:
+    """One page of a dead letter, oldest first; `next` is the `after` of the next page (None: no more)."""
+
+    jobs: list[DeadJob]
+    next: str | None

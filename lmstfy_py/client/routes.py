@@ -1,0 +1,238 @@
+"""Every data-plane route of one namespace, as a `Call`: lmstfy's routes and lmstfy-py's (SPEC
+sections 2 and 7). Nothing here sends anything; Client and AsyncClient do.
+
+Parameters the caller leaves at None are not sent, so the server's configured defaults apply.
+Durations are seconds; a fractional one is sent in milliseconds (`delay_ms`, `ttr_ms`, lmstfy-py
+only), a whole one as lmstfy's seconds, so a caller who stays with whole seconds and lmstfy's
+parameters speaks to Go lmstfy too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+from urllib.parse import quote
+
+from lmstfy_py.client import calls
+from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released
+
+ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
+Backoff = Literal["fixed", "exponential"]
+
+
+class PublishArgs(TypedDict, total=False):
+    """The keyword arguments of every publish method (see PublishOptions)."""
+
+    delay: float
+    ttl: int
+    tries: int
+    priority: int
+    unique_for: int
+    backoff: Backoff
+    backoff_ms: int
+    backoff_max_ms: int
+    attributes: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishOptions:
+    """What a publish may say besides the data; None leaves it to the server's default."""
+
+    delay: float = 0
+    ttl: int | None = None
+    tries: int | None = None
+    priority: int | None = None
+    unique_for: int | None = None
+    backoff: Backoff | None = None
+    backoff_ms: int | None = None
+    backoff_max_ms: int | None = None
+    attributes: Mapping[str, str] | None = None
+
+    def params(self, job_ids: Sequence[str] | None = None) -> dict[str, str]:
+        given = {
+            "ttl": self.ttl,
+            "tries": self.tries,
+            "priority": self.priority,
+            "unique_for": self.unique_for,
+            "backoff": self.backoff,
+            "backoff_ms": self.backoff_ms,
+            "backoff_max_ms": self.backoff_max_ms,
+            "job_id": ",".join(job_ids) if job_ids else None,
+        }
+        return {**duration("delay", self.delay), **{k: str(v) for k, v in given.items() if v is not None}}
+
+    def headers(self) -> dict[str, str]:
+        """lmstfy's attributes: a versioned job (Enable-Job-Version) with one Job-Attr-<Key> header each."""
+        if not self.attributes:
+            return {}
+        return {"Enable-Job-Version": "YES", **{f"Job-Attr-{k}": v for k, v in self.attributes.items()}}
+
+
+def duration(name: str, seconds: float | None) -> dict[str, str]:
+    """lmstfy's whole seconds when `seconds` is whole (what Go lmstfy understands), else `<name>_ms`."""
+    if seconds is None:
+        return {}
+    if seconds == int(seconds):
+        return {name: str(int(seconds))}
+    return {f"{name}_ms": str(round(seconds * 1000))}
+
+
+def _data(data: bytes | str) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+class Routes:
+    """The `Call` of every route of namespace `namespace`."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self._base = "/api/" + quote(namespace, safe="")
+
+    def path(self, queue: str, *rest: str) -> str:
+        return "/".join([self._base, quote(queue, safe=""), *(quote(part, safe="") for part in rest)])
+
+    # -- publish ---------------------------------------------------------------------------------
+
+    def publish(self, queue: str, data: bytes | str, options: PublishOptions, job_id: str | None) -> Call[str]:
+        # With a business id a repeat answers "duplicate" and creates nothing: safe to send again.
+        params = options.params([job_id] if job_id else None)
+        return Call(
+            "PUT", self.path(queue), calls.published, params, _data(data), options.headers(), repeatable=bool(job_id)
+        )
+
+    def publish_many(
+        self, queue: str, items: Sequence[Any], options: PublishOptions, job_ids: Sequence[str] | None
+    ) -> Call[list[str]]:
+        body = json.dumps(list(items), separators=(",", ":")).encode()
+        params, headers = options.params(job_ids), options.headers()
+        return Call("PUT", self.path(queue, "bulk"), calls.published_many, params, body, headers, bool(job_ids))
+
+    def republish(
+        self, queue: str, old_id: str, data: bytes | str, options: PublishOptions, job_id: str | None
+    ) -> Call[str]:
+        params = options.params([job_id] if job_id else None)
+        path = self.path(queue, "job", old_id)
+        return Call("PUT", path, calls.published, params, _data(data), options.headers(), repeatable=bool(job_id))
+
+    # -- consume and a worker's verbs ------------------------------------------------------------
+
+    def consume(self, queues: str | Sequence[str], ttr: float | None, timeout: int, count: int) -> Call[list[Job]]:
+        names = [queues] if isinstance(queues, str) else list(queues)
+        path = self._base + "/" + ",".join(quote(name, safe="") for name in names)
+        params = {**duration("ttr", ttr), "timeout": str(timeout)}
+        if count != 1:
+            params["count"] = str(count)
+        # A consume whose answer was lost reserved its jobs: they come back after their ttr, as
+        # at-least-once delivery allows, so a repeat loses nothing.
+        return Call("GET", path, calls.consumed, params, wait_s=timeout)
+
+    def ack(self, queue: str, job_id: str) -> Call[None]:
+        return Call("DELETE", self.path(queue, "job", job_id), calls.nothing)
+
+    def ack_many(self, queue: str, job_ids: Sequence[str]) -> list[Call[None]]:
+        """One batch ACK per 100 ids (lmstfy-py's DELETE .../jobs?job_id=...)."""
+        batches = [job_ids[i : i + ACK_BATCH] for i in range(0, len(job_ids), ACK_BATCH)]
+        path = self.path(queue, "jobs")
+        return [Call("DELETE", path, calls.nothing, {"job_id": ",".join(batch)}) for batch in batches]
+
+    def release(self, queue: str, job_id: str, delay: float | None, reason: str | None) -> Call[Released]:
+        params = {**duration("delay", delay), **({"reason": reason} if reason else {})}
+        # Not repeatable: once released, the job may be reserved by another worker, whose
+        # reservation a repeat would end.
+        return Call("PUT", self.path(queue, "job", job_id, "release"), _released, params, repeatable=False)
+
+    def touch(self, queue: str, job_id: str, ttr: float | None) -> Call[int]:
+        return Call("PUT", self.path(queue, "job", job_id, "touch"), calls.field_of("due_ms"), duration("ttr", ttr))
+
+    def bury(self, queue: str, job_id: str, reason: str | None) -> Call[None]:
+        params = {"reason": reason} if reason else {}
+        return Call("PUT", self.path(queue, "job", job_id, "bury"), calls.nothing, params, repeatable=False)
+
+    # -- look, count, drop -------------------------------------------------------------------------
+
+    def peek(self, queue: str) -> Call[Job | None]:
+        # lmstfy answers "job not found" when the head job's data expired under it.
+        return Call("GET", self.path(queue, "peek"), calls.job_or_none({"the queue is empty", "job not found"}))
+
+    def peek_job(self, queue: str, job_id: str) -> Call[Job | None]:
+        return Call("GET", self.path(queue, "job", job_id), calls.job_or_none({"job not found"}))
+
+    def size(self, queue: str) -> Call[int]:
+        return Call("GET", self.path(queue, "size"), calls.field_of("size"))
+
+    def stats(self, queue: str) -> Call[QueueStats]:
+        return Call("GET", self.path(queue, "stats"), _stats)
+
+    def destroy(self, queue: str) -> Call[None]:
+        return Call("DELETE", self.path(queue), calls.nothing)
+
+    def pause(self, queue: str, paused: bool) -> Call[None]:
+        return Call("PUT" if paused else "DELETE", self.path(queue, "pause"), calls.nothing)
+
+    # -- dead letter -------------------------------------------------------------------------------
+
+    def dead_letter(self, queue: str) -> Call[DeadLetter]:
+        return Call("GET", self.path(queue, "deadletter"), _dead_letter)
+
+    def dead_letter_size(self, queue: str) -> Call[int]:
+        return Call("GET", self.path(queue, "deadletter", "size"), calls.field_of("size"))
+
+    def respawn(self, queue: str, limit: int, ttl: int | None) -> Call[int]:
+        params = {"limit": str(limit), **({"ttl": str(ttl)} if ttl is not None else {})}
+        # A repeat would respawn `limit` more.
+        return Call("PUT", self.path(queue, "deadletter"), calls.field_of("count"), params, repeatable=False)
+
+    def delete_dead(self, queue: str, limit: int) -> Call[None]:
+        params = {"limit": str(limit)}
+        return Call("DELETE", self.path(queue, "deadletter"), calls.nothing, params, repeatable=False)
+
+    def dead_jobs(self, queue: str, limit: int | None, after: str | None) -> Call[DeadPage]:
+        params = {k: str(v) for k, v in {"limit": limit, "after": after}.items() if v is not None}
+        return Call("GET", self.path(queue, "deadletter", "jobs"), _dead_page, params)
+
+    def respawn_dead_job(
+        self, queue: str, job_id: str, ttl: int | None, tries: int | None, delay: float | None
+    ) -> Call[None]:
+        given = {k: str(v) for k, v in {"ttl": ttl, "tries": tries}.items() if v is not None}
+        path = self.path(queue, "deadletter", "job", job_id)
+        # A repeat after success answers 404 (no longer dead): not an answer to give the caller.
+        return Call("PUT", path, calls.nothing, {**given, **duration("delay", delay)}, repeatable=False)
+
+    def delete_dead_job(self, queue: str, job_id: str) -> Call[None]:
+        path = self.path(queue, "deadletter", "job", job_id)
+        return Call("DELETE", path, calls.nothing, repeatable=False)
+
+
+def _released(answer: Answer) -> Released:
+    fields = calls.success(answer)
+    if fields["msg"] == "buried":
+        return Released(buried=True)
+    return Released(buried=False, due_ms=int(fields["due_ms"]), remain_tries=int(fields["remain_tries"]))
+
+
+def _stats(answer: Answer) -> QueueStats:
+    f = calls.success(answer)
+    return QueueStats(int(f["ready"]), int(f["delayed"]), int(f["reserved"]), int(f["dead"]), bool(f["paused"]))
+
+
+def _dead_letter(answer: Answer) -> DeadLetter:
+    fields = calls.success(answer)
+    return DeadLetter(int(fields["deadletter_size"]), str(fields["deadletter_head"] or ""))
+
+
+def _dead_page(answer: Answer) -> DeadPage:
+    fields = calls.success(answer)
+    jobs = [
+        DeadJob(
+            str(job["job_id"]),
+            calls.base64_data(job.get("data")),
+            int(job["attempts"]),
+            job.get("last_error"),
+            int(job["died_ms"]),
+        )
+        for job in fields["jobs"]
+    ]
+    return DeadPage(jobs, fields.get("next"))

@@ -1,0 +1,116 @@
+"""ACKs of finished jobs, gathered and sent with lmstfy-py's batch ACK, one request per queue and
+100 jobs, while the worker goes on. A round waits up to LINGER_S for a queue's batch to fill
+(a full batch goes at once), and the ids that finish while a round is in flight make the next
+one: a busy worker sends one ACK per 100 jobs, not one per consume. A round that fails (server
+away) is sent again with backoff, so an ACK is never dropped for an outage; if it still cannot
+be sent when the worker stops, its job is delivered again after its ttr (at least once, never
+lost)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+
+from lmstfy_py.client import AsyncClient, LmstfyError, Throttled, Unavailable
+from lmstfy_py.client.retry import backoff_delay
+from lmstfy_py.client.routes import ACK_BATCH
+
+log = logging.getLogger("lmstfy_py.worker")
+
+BACKOFF_S = 0.1
+MAX_BACKOFF_S = 5.0
+# How long a round waits for more ids: far below any ttr, and it halved the ACK requests of a busy
+# worker (a consume hands out at most the worker's free slots, often fewer than 100).
+LINGER_S = 0.01
+
+
+class AckBatcher:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+        self._pending: defaultdict[str, list[str]] = defaultdict(list)  # queue -> job ids
+        self._wake = asyncio.Event()
+        self._full = asyncio.Event()  # some queue has a whole batch waiting
+        self._failures = 0  # rounds failed in a row
+        self.sent = 0  # jobs ACKed so far
+
+    def add(self, queue: str, job_id: str) -> None:
+        ids = self._pending[queue]
+        ids.append(job_id)
+        self._wake.set()
+        if len(ids) >= ACK_BATCH:
+            self._full.set()
+
+    @property
+    def waiting(self) -> int:
+        return sum(map(len, self._pending.values()))
+
+    async def run(self) -> None:
+        """Sends rounds until cancelled."""
+        while True:
+            await self._wake.wait()
+            lingered = not self._full.is_set()
+            if lingered:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), LINGER_S)
+                    lingered = False
+            self._wake.clear()
+            # A batch that filled up goes at once; what is left of a queue waits for the next one.
+            if not await self._round(whole_only=not lingered):
+                await asyncio.sleep(backoff_delay(self._failures - 1, BACKOFF_S, MAX_BACKOFF_S))
+                self._wake.set()
+
+    async def flush(self, timeout: float) -> int:
+        """At a stop, with run() cancelled: sends what waits, retrying for up to `timeout` seconds;
+        how many ACKs are left unsent."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._pending and not await self._round():
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(left, backoff_delay(self._failures - 1, BACKOFF_S, MAX_BACKOFF_S)))
+        return self.waiting
+
+    def _take(self, whole_only: bool) -> list[tuple[str, list[str]]]:
+        """Batches of up to 100 ids of one queue; with `whole_only`, only full ones (the rest stays)."""
+        batches = []
+        for queue, ids in list(self._pending.items()):
+            cut = len(ids) - len(ids) % ACK_BATCH if whole_only else len(ids)
+            batches += [(queue, ids[i : i + ACK_BATCH]) for i in range(0, cut, ACK_BATCH)]
+            if cut < len(ids):
+                self._pending[queue] = ids[cut:]
+            else:
+                del self._pending[queue]
+        self._full.clear()
+        if self._pending:
+            self._wake.set()
+        return batches
+
+    async def _round(self, whole_only: bool = False) -> bool:
+        batches = self._take(whole_only)
+        sent = await asyncio.gather(*(self._send(queue, ids) for queue, ids in batches))
+        if all(sent):
+            if self._failures:
+                log.info("ACKs are sent again after %d failed rounds", self._failures)
+            self._failures = 0
+            return True
+        self._failures += 1
+        return False
+
+    async def _send(self, queue: str, job_ids: list[str]) -> bool:
+        try:
+            await self._client.ack_many(queue, job_ids)
+        except (Unavailable, Throttled) as exc:
+            if self._failures == 0:
+                log.warning("cannot ACK %d job(s) of %s: %s; retrying with backoff", len(job_ids), queue, exc)
+            self._pending[queue][:0] = job_ids
+            return False
+        except LmstfyError as exc:
+            # Refused (a revoked token, say): sending it again would be refused again. The jobs
+            # come back after their ttr.
+            log.error("ACK of %d job(s) of %s refused: %s; they will be delivered again", len(job_ids), queue, exc)
+            return True
+        self.sent += len(job_ids)
+        return True

@@ -1,0 +1,325 @@
+"""One run of a Worker: its loops on one event loop, and the jobs in hand.
+
+- Two fetchers consume as many jobs as there are free slots (each at most `count`, and never
+  more than the slots between them), long-polling `poll` seconds, and start one handler per job.
+- A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
+  it; one that raises anything else releases it, so that the job's backoff applies, with the
+  exception as its last error.
+- The lease keeper touches the jobs whose handlers run past half their ttr.
+- A stop: no new consume, but the long-polls in flight are waited for (at most `poll` seconds):
+  the server does not notice a client that left a long-poll, and would reserve the next job for
+  it, stuck until its ttr. Handlers get `grace` seconds; the jobs of those still running are
+  released at once for another worker, and their late results are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Released, Throttled, Unavailable
+from lmstfy_py.client.retry import backoff_delay
+from lmstfy_py.worker.acks import AckBatcher
+from lmstfy_py.worker.handlers import MAX_REASON_BYTES, failure_reason, truncate_utf8, where
+from lmstfy_py.worker.metrics import Recorder
+
+log = logging.getLogger("lmstfy_py.worker")
+T = TypeVar("T")
+
+# Consumes in flight at once, each for its share of the free slots: while one waits for the
+# server's answer, the jobs of the other run. Two beat one and three (docs/PERFORMANCE.md).
+FETCHERS = 2
+BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
+MAX_BACKOFF_S = 5.0
+MIN_TOUCH_PERIOD_S = 0.05
+SETTLE_ATTEMPTS = 5  # a release or bury that provably never reached the server is sent up to this often
+ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried
+STOPPED_REASON = "the worker stopped before the handler finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What a run needs of its Worker."""
+
+    namespace: str
+    queues: list[str]
+    concurrency: int
+    ttr: float
+    count: int
+    grace: float
+    poll: int
+    timeout: float  # of each request: how long the stop waits for settling releases
+    async_handler: bool
+
+
+@dataclass(eq=False, slots=True)
+class Running:
+    """A job whose handler runs; `abandoned` once the stop released it to another worker."""
+
+    job: Job
+    touch_at: float  # loop time of the next touch
+    task: asyncio.Task[None] | None = None
+    abandoned: bool = False
+
+
+@dataclass
+class Tally:
+    processed: int = 0
+    failed: int = 0
+    given_back: int = 0
+
+
+class Run:
+    """One run of a Worker: its loops and the jobs in hand."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: AsyncClient,
+        call: Callable[[Job], Awaitable[Any]],
+        metrics: Recorder,
+        tally: Tally,
+    ) -> None:
+        self.w = settings
+        self.tally = tally
+        self.client = client
+        self.call = call
+        self.metrics = metrics
+        self.loop = asyncio.get_running_loop()
+        self.acks = AckBatcher(client)
+        self.running: set[Running] = set()
+        self.requested = 0  # jobs asked for by the consumes in flight
+        self.tasks: set[asyncio.Task[None]] = set()  # every handler task, until it has settled its job
+        self.slot_freed = asyncio.Event()  # a handler ended (or the stop hurries)
+        self.stopping = asyncio.Event()
+        self.hurry = False
+        self.deadline = math.inf  # loop time when the grace ends
+        self.crash: BaseException | None = None
+
+    def request_stop(self) -> None:
+        if self.stopping.is_set():
+            log.info("stopping now: the %d running handler(s) get no more grace", len(self.running))
+            self.hurry = True
+        else:
+            self.deadline = self.loop.time() + self.w.grace
+            log.info("stopping: no new jobs; %d running handler(s) get %g s to finish", len(self.running), self.w.grace)
+        self.stopping.set()
+        self.slot_freed.set()
+
+    async def run(self) -> None:
+        log.info(
+            "worker on %s/%s: concurrency %d, ttr %g s, %s handler",
+            self.w.namespace,
+            ",".join(self.w.queues),
+            self.w.concurrency,
+            self.w.ttr,
+            "async" if self.w.async_handler else "sync",
+        )
+        fetchers = [self._guarded(self._fetch()) for _ in range(FETCHERS)]
+        helpers = [self._guarded(self.acks.run()), self._guarded(self._keep_leases())]
+        await self.stopping.wait()
+        await asyncio.gather(*fetchers)
+        await self._drain()
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        if self.tasks:  # handlers that ended are settling their jobs (release, bury)
+            await asyncio.wait(self.tasks, timeout=self.w.timeout)
+        unsent = await self.acks.flush(ACK_FLUSH_S)
+        if unsent:
+            log.warning("%d ACK(s) could not be sent: those jobs will be delivered again after their ttr", unsent)
+        t = self.tally
+        log.info("worker stopped: %d processed, %d failed, %d given back", t.processed, t.failed, t.given_back)
+        if self.crash is not None:
+            raise self.crash
+
+    def _guarded(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        """A loop that ends by an error stops the worker (gracefully), which then raises that error."""
+
+        async def guard() -> None:
+            try:
+                await work
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self.crash is None:
+                    self.crash = exc
+                    log.error("worker stopping on an error: %s", exc, exc_info=not isinstance(exc, LmstfyError))
+                self.request_stop()
+
+        return self.loop.create_task(guard())
+
+    # -- consuming -------------------------------------------------------------------------------
+
+    async def _fetch(self) -> None:
+        """One of FETCHERS consume loops: together they keep up to that many consumes in flight, never
+        asking for more jobs than slots are free (a job reserved but not started burns its ttr)."""
+        failures = 0
+        while not self.stopping.is_set():
+            free = self.w.concurrency - len(self.running) - self.requested
+            if free <= 0:
+                self.slot_freed.clear()
+                await self.slot_freed.wait()
+                continue
+            count = min(free, self.w.count)
+            self.requested += count
+            try:
+                jobs = await self.client.consume_many(self.w.queues, count, ttr=self.w.ttr, timeout=self.w.poll)
+            except (Unavailable, Throttled) as exc:
+                # Any other error (401, 404 pool not found, 400) will not pass by itself: it stops the worker.
+                failures += 1
+                if failures == 1:
+                    log.warning("cannot consume: %s; retrying with backoff", exc)
+                await self._pause(backoff_delay(failures - 1, BACKOFF_S, MAX_BACKOFF_S))
+                continue
+            finally:
+                self.requested -= count
+            if failures:
+                log.info("consuming again after %d failed attempt(s)", failures)
+                failures = 0
+            for job in jobs:
+                self._start(job)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    def _start(self, job: Job) -> None:
+        running = Running(job, self.loop.time() + self.w.ttr / 2)
+        self.running.add(running)
+        running.task = task = self.loop.create_task(self._handle(running))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- one job ---------------------------------------------------------------------------------
+
+    async def _handle(self, running: Running) -> None:
+        job = running.job
+        started = time.perf_counter()
+        failure: Exception | None = None
+        try:
+            await self.call(job)
+        except Exception as exc:
+            failure = exc
+        finally:
+            self.running.discard(running)
+            self.slot_freed.set()
+        if running.abandoned:
+            return  # released at the stop: another worker may have it by now
+        seconds = time.perf_counter() - started
+        if failure is None:
+            self.acks.add(job.queue, job.id)
+            self.metrics.done(job.queue, seconds)
+            self.tally.processed += 1
+            return
+        self.tally.failed += 1
+        if isinstance(failure, Bury):
+            self.metrics.failed(job.queue, seconds, "bury")
+            await self._bury(job, failure)
+        else:
+            self.metrics.failed(job.queue, seconds, "release")
+            await self._release(job, failure)
+
+    async def _release(self, job: Job, failure: Exception) -> None:
+        reason = failure_reason(failure)
+        what = f"job {job.id} of {job.queue} failed at {where(failure)}: {reason}"
+        try:
+            released = await self._settle(lambda: self.client.release(job.queue, job.id, reason=reason))
+        except LmstfyError as exc:
+            log.warning("%s; not released (%s): it comes back after its ttr", what, exc)
+            return
+        log.warning("%s; %s", what, _released_text(released))
+
+    async def _bury(self, job: Job, bury: Bury) -> None:
+        reason = truncate_utf8(bury.reason, MAX_REASON_BYTES)
+        try:
+            await self._settle(lambda: self.client.bury(job.queue, job.id, reason=reason or None))
+        except LmstfyError as exc:
+            log.warning("job %s of %s: bury (%s) failed: %s", job.id, job.queue, reason, exc)
+            return
+        log.warning("job %s of %s buried: %s", job.id, job.queue, reason or "(no reason)")
+
+    async def _settle(self, send: Callable[[], Awaitable[T]]) -> T:
+        """Sends a release or bury, again only while the failure proves it never reached the server
+        (a repeat of one that did could end another worker's reservation of the job)."""
+        for attempt in range(SETTLE_ATTEMPTS - 1):
+            try:
+                return await send()
+            except Unavailable as exc:
+                if exc.sent:
+                    raise
+            await asyncio.sleep(backoff_delay(attempt, BACKOFF_S, MAX_BACKOFF_S))
+        return await send()
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    async def _keep_leases(self) -> None:
+        period = max(self.w.ttr / 4, MIN_TOUCH_PERIOD_S)
+        while True:
+            await asyncio.sleep(period)
+            now = self.loop.time()
+            due = [r for r in self.running if r.touch_at <= now and not r.abandoned]
+            if due:
+                await asyncio.gather(*(self._touch(r, now, period) for r in due))
+
+    async def _touch(self, running: Running, now: float, period: float) -> None:
+        job = running.job
+        running.touch_at = now + self.w.ttr / 2
+        try:
+            await self.client.touch(job.queue, job.id, ttr=self.w.ttr)
+        except (Unavailable, Throttled):
+            running.touch_at = now + period  # again at the next look
+        except LmstfyError as exc:
+            log.warning(
+                "job %s of %s: its reservation could not be kept (%s): it may be delivered again",
+                job.id,
+                job.queue,
+                exc,
+            )
+
+    # -- the stop --------------------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Waits for the running handlers until the grace ends; releases the jobs of the others."""
+        while self.running and not self.hurry:
+            left = self.deadline - self.loop.time()
+            if left <= 0:
+                break
+            self.slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.slot_freed.wait(), left)
+        unfinished = list(self.running)
+        for running in unfinished:
+            running.abandoned = True
+            if running.task is not None:
+                running.task.cancel()  # an async handler stops; a sync one's thread runs on, ignored
+        await asyncio.gather(*(self._give_back(r.job) for r in unfinished))
+
+    async def _give_back(self, job: Job) -> None:
+        """Ready again at once for another worker (a job with no try left goes to the dead letter)."""
+        self.tally.given_back += 1
+        try:
+            released = await self._settle(
+                lambda: self.client.release(job.queue, job.id, delay=0, reason=STOPPED_REASON)
+            )
+        except LmstfyError as exc:
+            log.warning(
+                "job %s of %s did not finish; not released (%s): it comes back after its ttr", job.id, job.queue, exc
+            )
+            return
+        log.warning(
+            "job %s of %s did not finish within the grace period; %s", job.id, job.queue, _released_text(released)
+        )
+
+
+def _released_text(released: Released) -> str:
+    if released.buried:
+        return "no try left: now in the dead letter"
+    wait_s = max(0, (released.due_ms or 0) - time.time() * 1000) / 1000
+    return f"released: ready again in {wait_s:.1f} s ({released.remain_tries} tries left)"

@@ -1,0 +1,251 @@
+"""The Worker against a real server: jobs handled and ACKed, N handlers really at once, failures
+released with the job's backoff, Bury, leases kept past ttr, sync and async handlers, and a
+server that restarts or loses its Redis under a running worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmstfy_py.client import Bury, Client, Job
+from lmstfy_py.worker import Worker
+from lmstfy_py.worker.run import STOPPED_REASON
+from tests.servers import Server, create_token
+from tests.worker.conftest import drained, running, wait_until
+
+
+def make_worker(server: Server, namespace: str, token: str, handler: Callable[[Job], Any], **more: Any) -> Worker:
+    options: dict[str, Any] = {"concurrency": 4, "poll": 1, "grace": 5.0} | more
+    return Worker(handler, url=server.data_url, token=token, namespace=namespace, **options)
+
+
+def both_kinds(record: Callable[[Job], None], seconds: float = 0.0) -> dict[str, Callable[[Job], Any]]:
+    """`record` called by a sync handler (sleeping on its thread) and by an async one (on the loop)."""
+
+    def sync_handler(job: Job) -> None:
+        record(job)
+        time.sleep(seconds)
+
+    async def async_handler(job: Job) -> None:
+        record(job)
+        await asyncio.sleep(seconds)
+
+    return {"sync": sync_handler, "async": async_handler}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_jobs_of_several_queues_are_handled_and_acked(
+    server: Server, namespace: str, token: str, client: Client, kind: str
+) -> None:
+    seen: list[Job] = []
+    published = {client.publish(q, f"{q}{i}", attributes={"n": str(i)}): (q, i) for q in "ab" for i in range(10)}
+    with running(make_worker(server, namespace, token, both_kinds(seen.append)[kind], queues=["a", "b"])) as worker:
+        wait_until(lambda: len(seen) == 20 and drained(client, "a", "b"), what="all handled and ACKed")
+    assert worker.tally.processed == 20 and worker.tally.failed == 0
+    assert sorted(job.id for job in seen) == sorted(published)
+    for job in seen:
+        q, i = published[job.id]
+        assert (job.queue, job.data, job.attributes) == (q, f"{q}{i}".encode(), {"n": str(i)})
+    assert all(client.peek_job(job.queue, job.id) is None for job in seen)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_concurrency_handlers_really_run_at_once(
+    server: Server, namespace: str, token: str, client: Client, kind: str
+) -> None:
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def record(job: Job) -> None:
+        with lock:
+            spans.append((time.monotonic(), time.monotonic() + 0.3))
+
+    client.publish_many("q", list(range(16)))
+    with running(make_worker(server, namespace, token, both_kinds(record, 0.3)[kind], queues="q", concurrency=8)):
+        wait_until(lambda: len(spans) == 16 and drained(client, "q"), what="all handled")
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running_now, most = 0, 0
+    for _, step in edges:
+        running_now += step
+        most = max(most, running_now)
+    assert most == 8  # the 8 slots filled at once, never more
+    first_wave = sorted(start for start, _ in spans)[:8]
+    assert first_wave[-1] - first_wave[0] < 0.25  # started together, not one after another
+
+
+def test_a_failure_is_released_with_the_jobs_backoff_then_succeeds(
+    server: Server, namespace: str, token: str, client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[float] = []
+
+    def flaky(job: Job) -> None:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            raise ValueError("boom")
+
+    job_id = client.publish("q", b"x", tries=3, backoff="exponential", backoff_ms=600)
+    with (
+        caplog.at_level(logging.WARNING, "lmstfy_py.worker"),
+        running(make_worker(server, namespace, token, flaky, queues="q")),
+    ):
+        wait_until(lambda: len(attempts) == 1)
+        wait_until(lambda: (client.peek_job("q", job_id) or Job("", "", "", b"")).state == "delayed")
+        state = client.peek_job("q", job_id)
+        assert state is not None and (state.last_error, state.attempts) == ("ValueError: boom", 1)
+        wait_until(lambda: len(attempts) == 2 and drained(client, "q"), what="the second attempt")
+    assert attempts[1] - attempts[0] >= 0.6  # not before its backoff
+    assert client.peek_job("q", job_id) is None  # the second attempt succeeded: ACKed
+    failures = [r.getMessage() for r in caplog.records if job_id in r.getMessage()]
+    assert len(failures) == 1 and "ValueError: boom" in failures[0] and "released" in failures[0], failures
+
+
+def test_bury_sends_the_job_to_the_dead_letter_at_once(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    calls: list[str] = []
+
+    async def refuse(job: Job) -> None:
+        calls.append(job.id)
+        raise Bury("bad payload")
+
+    job_id = client.publish("q", b"x", tries=5)
+    with running(make_worker(server, namespace, token, refuse, queues="q")) as worker:
+        wait_until(lambda: client.dead_letter_size("q") == 1)
+    assert calls == [job_id] and worker.tally.failed == 1  # never tried again, tries left or not
+    [dead] = client.dead_jobs("q").jobs
+    assert (dead.id, dead.last_error, dead.attempts) == (job_id, "bad payload", 1)
+
+
+def test_the_reason_is_cut_to_what_the_server_keeps(server: Server, namespace: str, token: str, client: Client) -> None:
+    def fail(job: Job) -> None:
+        raise ValueError("é" * 1000)  # 2,000 bytes of UTF-8
+
+    client.publish("q", b"x")  # tries=1: the release buries it, with the reason
+    with running(make_worker(server, namespace, token, fail, queues="q")):
+        wait_until(lambda: client.dead_letter_size("q") == 1)
+    reason = client.dead_jobs("q").jobs[0].last_error
+    assert reason is not None and reason.startswith("ValueError: éé")
+    assert 1020 <= len(reason.encode()) <= 1024
+
+
+def test_a_lease_is_touched_while_a_handler_runs_past_its_ttr(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    deliveries: Counter[str] = Counter()
+
+    async def slow(job: Job) -> None:
+        deliveries[job.id] += 1
+        await asyncio.sleep(3)
+
+    job_id = client.publish("q", b"x", tries=3)
+    with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=2)):
+        wait_until(lambda: drained(client, "q") and sum(deliveries.values()) == 1, timeout=15)
+    assert deliveries == {job_id: 1}  # without its touches it would have come back after 2 s
+    assert client.peek_job("q", job_id) is None
+
+
+def test_a_server_restart_under_a_running_worker_loses_no_job(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = Server(tmp_path)
+    with server:
+        server.start()
+        token = create_token(server, "restart")
+        seen: Counter[str] = Counter()
+
+        async def handle(job: Job) -> None:
+            seen[job.id] += 1
+            await asyncio.sleep(0.01)
+
+        with Client(server.data_url, "restart", token) as client:
+            published = [job_id for _ in range(4) for job_id in client.publish_many("q", list(range(50)))]
+            worker = make_worker(server, "restart", token, handle, queues="q", ttr=30)
+            with running(worker):
+                wait_until(lambda: len(seen) >= 30)
+                assert server.stop() == 0  # consumes and ACKs now meet refused connections
+                time.sleep(0.5)
+                server.start()
+                wait_until(lambda: len(seen) == 200 and drained(client, "q"), timeout=30, what="all handled")
+            assert set(seen) == set(published)
+            assert client.dead_letter_size("q") == 0
+    assert any("cannot reach the server" in record.getMessage() for record in caplog.records)
+
+
+def test_a_worker_rides_out_503s_while_redis_is_frozen(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with Server(tmp_path) as server:
+        server.start()
+        token = create_token(server, "frozen")
+        seen: set[str] = set()
+
+        async def handle(job: Job) -> None:
+            seen.add(job.id)
+            await asyncio.sleep(0.05)
+
+        with Client(server.data_url, "frozen", token) as client:
+            published = set(client.publish_many("q", list(range(40)), tries=3))
+            # A consume Redis ran while the server had given up on it (503 "redis timed out") left
+            # its jobs reserved: they come back after their ttr (kept short here) with a try less,
+            # as when a worker dies.
+            with running(make_worker(server, "frozen", token, handle, queues="q", concurrency=2, ttr=2)):
+                wait_until(lambda: len(seen) >= 5)
+                os.kill(server.redis_pid, signal.SIGSTOP)  # a command gives up after 2 s: 503
+                try:
+                    time.sleep(2.6)
+                finally:
+                    os.kill(server.redis_pid, signal.SIGCONT)
+                wait_until(lambda: seen == published and drained(client, "q"), timeout=30, what="all handled")
+            assert client.dead_letter_size("q") == 0
+    assert any("503 storage unavailable" in record.getMessage() for record in caplog.records)
+
+
+def test_a_stop_releases_what_did_not_finish_within_the_grace(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    started: list[str] = []
+
+    async def endless(job: Job) -> None:
+        started.append(job.id)
+        await asyncio.sleep(60)
+
+    kept = client.publish("q", b"x", tries=2)
+    last_try = client.publish("q", b"y", tries=1)
+    worker = make_worker(server, namespace, token, endless, queues="q", grace=0.3, ttr=60)
+    began = time.monotonic()
+    with running(worker):
+        wait_until(lambda: len(started) == 2)
+    assert time.monotonic() - began < 10 and worker.tally.given_back == 2
+    # Ready again at once for another worker, not reserved until its ttr; a job with no try left
+    # cannot go to another worker: it is in the dead letter, saying why.
+    job = client.peek_job("q", kept)
+    assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)
+    assert [(dead.id, dead.last_error) for dead in client.dead_jobs("q").jobs] == [(last_try, STOPPED_REASON)]
+
+
+def test_a_second_stop_skips_what_is_left_of_the_grace(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    started: list[str] = []
+
+    def endless(job: Job) -> None:
+        started.append(job.id)
+        time.sleep(60)  # a sync handler: its thread cannot be stopped, the worker goes all the same
+
+    job_id = client.publish("q", b"x", tries=2)
+    worker = make_worker(server, namespace, token, endless, queues="q", grace=60)
+    with running(worker):
+        wait_until(lambda: started == [job_id])
+        worker.stop()
+        stopped_at = time.monotonic()
+        time.sleep(0.2)
+        worker.stop()
+    assert time.monotonic() - stopped_at < 5  # not the 60 s of grace
+    job = client.peek_job("q", job_id)
+    assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)

@@ -179,6 +179,20 @@ class LmstfyFormat:
                     return job
         return await self.engine.peek_queue(ns, queue)
 
+    async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
+        """lmstfy's ready jobs first (consumes take them first), tail first, then lmstfy-py's."""
+        found: list[JobInfo] = []
+        if self.present and limit > 0:
+            elements = cast(
+                list[bytes], await self.redis.lrange(keys.lmstfy_ready(ns, queue), -(limit + PEEK_SCAN), -1)
+            )
+            for element in reversed(elements):
+                tries, job_id = unpack_element(element)
+                job = await self._legacy_job(ns, queue, job_id, tries)
+                if job is not None and len(found) < limit:
+                    found.append(JobInfo(job, "ready", None, 0, None))
+        return found + await self.engine.next_jobs(ns, queue, limit - len(found))
+
     async def _legacy_job(self, ns: str, queue: str, job_id: str, tries: int) -> Job | None:
         pipe = self.redis.pipeline(transaction=False)
         pipe.get(keys.lmstfy_job(ns, queue, job_id))

@@ -216,7 +216,7 @@ class Pools:
 
     def _compose(self) -> None:
         sources: dict[str, Engine | LmstfyFormat] = {**self._engines, **self.lmstfy_formats}
-        self._served = dict(sources)
+        self._served = {name: source for name, source in sources.items()}
         for old, new in self._migrate_to.items():
             self._served[old] = MigrationEngine(sources[old], self._engines[new])
 

@@ -248,6 +248,17 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
     assert lmstfy.client.zcard(TIMER_SET) == 0
 
 
+async def test_the_next_jobs_list_lmstfys_ready_jobs_first_in_the_order_consumes_take_them(
+    store: LmstfyFormat, lmstfy: LmstfyPool
+) -> None:
+    ours = (await store.publish(NS, "q", NewJob(b"ours"))).job_id
+    first, second = lmstfy.publish(NS, "q", b"first"), lmstfy.publish(NS, "q", b"second")
+    listed = await store.next_jobs(NS, "q", 10)
+    assert [(info.job.job_id, info.state) for info in listed] == [(first, "ready"), (second, "ready"), (ours, "ready")]
+    assert [info.job.job_id for info in await store.next_jobs(NS, "q", 2)] == [first, second]
+    assert [job.job_id for job in await consume_all(store, ["q"])] == [first, second, ours]
+
+
 async def test_peek_size_stats_registry_and_a_job_by_id_see_lmstfys_jobs(
     store: LmstfyFormat, lmstfy: LmstfyPool
 ) -> None:

@@ -65,10 +65,11 @@ class Runtime:
         schedulers, health checks, metrics collector, rate flush, pushers), which tests of the web layer
         alone go without."""
         # The wiring, in one place: every engine is counted by the metrics and the rate counter and
-        # tells its pool's timer pump of the timers it adds.
+        # tells its pool's timer pump of the timers it adds; every Redis command is counted by the metrics.
         timers = {name: TimerSignal() for name in config.pools}
         counter = RateCounter()
-        pools = Pools.connect(config.pools, Observers(metrics.EngineMetrics(), counter), timers)
+        observers = Observers(metrics.EngineMetrics(), counter)
+        pools = Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
         lmstfy_formats = await pools.serve_lmstfy_layouts(config.pools)
         # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
         # while it migrates).
@@ -89,7 +90,8 @@ class Runtime:
             runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
             runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
             await runtime.push.start()
-            runtime.background = [runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
+            runtime.background = [runtime.collector, metrics.CommandFlusher(), runtime.rates, *runtime.health]
+            runtime.background += runtime.pumps
             movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
             runtime.background += [*runtime.schedulers, *movers, runtime.pushers]
             for part in runtime.background:

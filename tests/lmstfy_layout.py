@@ -323,6 +323,29 @@ def decode_job_data(job_id: str, raw: bytes) -> tuple[bytes, dict[str, str] | No
 
 # --- a data pool -------------------------------------------------------------------------------
 
+# lmstfy's timer pump as one Lua script, as docs/LMSTFY_LAYOUT.md section 3 ("Timer") describes it.
+# KEYS: the timer zset and the ready, job data and dead-letter prefixes; ARGV: now (s), batch size.
+_PUMP_SCRIPT = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], 0, ARGV[1], 'LIMIT', 0, ARGV[2])
+if #due == 0 then
+    return 0
+end
+for _, member in ipairs(due) do
+    local ns, queue, tries, id = struct.unpack('<Hc0Hc0HHc0', member)
+    local data = KEYS[3] .. '/' .. ns .. '/' .. queue .. '/' .. id
+    if redis.call('EXISTS', data) == 1 then
+        if tries == 0 then
+            redis.call('PERSIST', data)
+            redis.call('LPUSH', KEYS[4] .. '/' .. ns .. '/' .. queue, struct.pack('<HHc0', 1, #id, id))
+        else
+            redis.call('LPUSH', KEYS[2] .. '/' .. ns .. '/' .. queue, struct.pack('<HHc0', tries, #id, id))
+        end
+    end
+end
+redis.call('ZREM', KEYS[1], unpack(due))
+return #due
+"""
+
 
 @dataclass(frozen=True)
 class StoredJob:
@@ -429,26 +452,12 @@ class LmstfyPool:
 
         Members due by `now_s`, at most PUMP_BATCH: a member whose job data is gone is dropped;
         tries 0 makes the job dead (its data PERSISTed, "HHc0"(1, id) LPUSHed on d/...); else
-        "HHc0"(tries, id) is LPUSHed on q/... . All of them leave the timer. One transaction,
-        as the script is atomic.
+        "HHc0"(tries, id) is LPUSHed on q/... . All of them leave the timer. One script, as
+        lmstfy's: atomic, so it may run beside lmstfy-py's own pump of lmstfy's timer (a rolling
+        switch) and each member is moved by one of them only.
         """
-        due = self.client.zrangebyscore(TIMER_SET, 0, now_s, start=0, num=PUMP_BATCH)
-        if not due:
-            return 0
-        pipe = self.client.pipeline(transaction=True)
-        for raw in due:
-            member = unpack_timer_member(raw)
-            data_key = job_key(member.ns, member.queue, member.job_id)
-            if not self.client.exists(data_key):
-                continue
-            if member.tries == 0:
-                pipe.persist(data_key)
-                pipe.lpush(dead_key(member.ns, member.queue), pack_ready(1, member.job_id))
-            else:
-                pipe.lpush(ready_key(member.ns, member.queue), pack_ready(member.tries, member.job_id))
-        pipe.zrem(TIMER_SET, *due)
-        pipe.execute()
-        return len(due)
+        keys = [TIMER_SET, QUEUE_PREFIX, POOL_PREFIX, DEADLETTER_PREFIX]
+        return int(self.client.eval(_PUMP_SCRIPT, len(keys), *keys, now_s, PUMP_BATCH))
 
     def bury(self, ns: str, queue: str, job_id: str) -> None:
         """engine/redis/deadletter.go DeadLetter.Add: what the pump does to a job out of tries."""

@@ -147,6 +147,7 @@ def test_keys_without_meaning_are_warned_about_not_refused(tmp_path: Path) -> No
 
 def test_our_own_file_is_not_taken_for_lmstfy_s(tmp_path: Path) -> None:
     config = load(tmp_path, '[server]\nport = 8000\n[pools.default]\nurl = "redis://h:1/0"\n')
+    # Our own file's pools keep our default ("auto": lmstfy's layout served when found), not lmstfy's file's "lmstfy".
     assert config.pools["default"].format == "auto" and config.log == LogConfig()
 
 

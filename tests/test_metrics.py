@@ -21,12 +21,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from redis.exceptions import ResponseError
 
 from lmstfy_py import metrics, tasks
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.metrics import multiproc, recording
 from lmstfy_py.metrics.families import PUBLISH_QUEUE_JOBS
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import pools
 from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app
 from tests.conftest import client_for
@@ -254,21 +256,72 @@ async def test_the_exposition_speaks_like_lmstfys_go_client(
 
 async def test_redis_command_families_are_lmstfy_1_0_11s(admin: httpx.AsyncClient) -> None:
     node = f"10.0.0.{uuid.uuid4().int % 250}:{uuid.uuid4().int % 60000 + 1024}"  # this test's own series
-    metrics.redis_command(node, "EVALSHA", False, 0.0031)  # 3 whole ms, as Go's Milliseconds() counts
-    metrics.redis_command(node, "pipeline", True, 0.0009)
-    text = (await admin.get("/metrics")).text
+    count = metrics.redis_command_counter(node)
+    count("EVALSHA", False, 0.0031)  # 3 whole ms, as Go's Milliseconds() counts
+    count("EVALSHA", False, 0.0009)  # 0 ms: the first bucket, le="1"
+    count("pipeline", True, 0.0009)
+    count("brpop", False, 40.0)  # 40,000 ms: past the last bound
+    text = (await admin.get("/metrics")).text  # a scrape writes its process's tallies first
     scraped = Scrape(text)
     assert "# TYPE infra_lmstfy_redis_qps counter\n" in text and "infra_lmstfy_redis_qps_total" not in text
     assert "# TYPE infra_lmstfy_redis_latency histogram\n" in text
-    assert scraped.value("infra_lmstfy_redis_qps", node=node, command="evalsha", status="ok") == 1
+    assert scraped.value("infra_lmstfy_redis_qps", node=node, command="evalsha", status="ok") == 2
     assert scraped.value("infra_lmstfy_redis_qps", node=node, command="pipeline", status="error") == 1
     ok = {"node": node, "command": "evalsha", "status": "ok"}
+    assert scraped.value("infra_lmstfy_redis_latency_count", **ok) == 2
     assert scraped.value("infra_lmstfy_redis_latency_sum", **ok) == 3
-    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="2", **ok) == 0
-    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="4", **ok) == 1
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="1", **ok) == 1
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="2", **ok) == 1
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="4", **ok) == 2
+    slow = {"node": node, "command": "brpop", "status": "ok"}
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="32768", **slow) == 0
+    assert scraped.value("infra_lmstfy_redis_latency_bucket", le="+Inf", **slow) == 1
+    assert scraped.value("infra_lmstfy_redis_latency_sum", **slow) == 40_000
     # lmstfy's buckets: prometheus.ExponentialBuckets(1, 2, 16).
     bounds = re.findall(rf'infra_lmstfy_redis_latency_bucket\{{command="evalsha",le="([^"]+)",node="{node}"', text)
     assert bounds == [str(2**n) for n in range(16)] + ["+Inf"]
+    # Written once: a second scrape finds the same counts.
+    assert Scrape((await admin.get("/metrics")).text).value("infra_lmstfy_redis_qps", **ok) == 2
+
+
+async def test_every_redis_command_of_a_pool_is_counted(
+    pool_config: PoolConfig, admin: httpx.AsyncClient, ns: str
+) -> None:
+    """Each client of a pool (the script steps', the requests', pipelines) counts what it sends,
+    under the pool's node, as lmstfy's go-redis hook: a failed command as "error"."""
+    node = f"test-{uuid.uuid4().hex[:8]}"
+    engine = pools.engine("default", pool_config, counter=metrics.redis_command_counter(node))
+    try:
+        await engine.publish(ns, "q", NewJob(b"warm-up"))  # loads the scripts, registers the namespace
+        before = await scrape(admin)
+        await engine.publish(ns, "q", NewJob(b"one"))  # one EVALSHA
+        await engine.publish_many(ns, "q", [NewJob(b"two"), NewJob(b"three")])  # two EVALSHAs in one pipeline
+        text_key = f"{{{ns}}}/text"
+        await engine.redis.set(text_key, "x")
+        with pytest.raises(ResponseError):
+            await engine.redis.lpush(text_key, "y")  # WRONGTYPE
+        after = await scrape(admin)
+    finally:
+        await engine.close()
+
+    def grew(command: str, status: str = "ok") -> float:
+        return after.grew(before, "infra_lmstfy_redis_qps", node=node, command=command, status=status)
+
+    assert (grew("evalsha"), grew("pipeline"), grew("set"), grew("lpush", "error"), grew("lpush")) == (1, 1, 1, 1, 0)
+    for command, status in (("evalsha", "ok"), ("pipeline", "ok"), ("lpush", "error")):
+        labels = {"node": node, "command": command, "status": status}
+        assert after.value("infra_lmstfy_redis_latency_count", **labels) == after.value(
+            "infra_lmstfy_redis_qps", **labels
+        )
+
+
+def test_a_pools_node_is_its_address_as_configured() -> None:
+    assert pools.node(PoolConfig("p", url="redis://:secret@10.0.0.1:6380/2")) == "10.0.0.1:6380"
+    assert pools.node(PoolConfig("p", url="redis://redis-host")) == "redis-host:6379"
+    assert pools.node(PoolConfig("p", url="unix:///var/run/redis.sock")) == "/var/run/redis.sock"
+    sentinels = ("10.0.0.1:26379", "10.0.0.2:26379")
+    assert pools.node(PoolConfig("p", kind="sentinel", master_name="m", sentinels=sentinels)) == ",".join(sentinels)
+    assert pools.node(PoolConfig("p", kind="cluster", cluster_nodes=("a:7000", "b:7000"))) == "a:7000,b:7000"
 
 
 async def test_a_registered_process_has_process_metrics_labelled_by_worker(admin: httpx.AsyncClient) -> None:

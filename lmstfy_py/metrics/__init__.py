@@ -21,8 +21,8 @@ infra_lmstfy_redis_... (every family has the label `pool`):
   queue_sizes, deadletter_sizes         gauges + namespace, queue: ready / dead jobs
   timer_sizes, used_mem_bytes, max_mem_bytes, connections, blocking_connections, total_keys, total_ttl_keys
 
-  latency, qps                          histogram, counter by node, command, status (lmstfy >= 1.0.11's
-                                        Redis client hook; recorded by redis_command, no pool label)
+  latency, qps                          histogram, counter by node, command, status: every Redis command
+                                        (lmstfy >= 1.0.11's Redis client hook; redis_commands.py, no pool label)
 
 plus process_* (each worker's, labelled `worker`: process.py), infra_lmstfy_http_http_codes,
 _latency_milliseconds (data port, 2xx only, as lmstfy) and _rate_limit, and lmstfy-py's own
@@ -41,23 +41,25 @@ from lmstfy_py.metrics.recording import (
     push_consumed,
     pushed,
     rate_limit_hit,
-    redis_command,
 )
+from lmstfy_py.metrics.redis_commands import CommandFlusher, flush_redis_commands, redis_command_counter
 
 __all__ = [
     "CONTENT_TYPE",
     "DIR_PREFIX",
     "Collector",
+    "CommandFlusher",
     "EngineMetrics",
     "directory",
     "exposition",
+    "flush_redis_commands",
     "new_directory",
     "observe_lmstfy_request",
     "observe_request",
     "push_consumed",
     "pushed",
     "rate_limit_hit",
-    "redis_command",
+    "redis_command_counter",
     "register_process",
     "remove_directory",
 ]

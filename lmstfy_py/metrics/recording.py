@@ -31,8 +31,6 @@ from lmstfy_py.metrics.families import (
     PUSH_LATENCY_MS,
     QUEUE_DIRECT_PUSH_JOBS,
     RATE_LIMIT,
-    REDIS_LATENCY,
-    REDIS_QPS,
     TIMER_ADD_JOBS,
     TIMER_DUE_JOBS,
 )
@@ -122,16 +120,6 @@ def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
     """A publish ("produce") or consume ("consume") refused with 429 by the token's limit."""
     directory()
     series(RATE_LIMIT, pool, ns, token_label(token), action).inc()
-
-
-@_never_raises
-def redis_command(node: str, command: str, failed: bool, seconds: float) -> None:
-    """One Redis command (or pipeline, command "pipeline") sent to `node`, as lmstfy >= 1.0.11 counts
-    them: a Nil answer is "ok", any error "error"; latency in whole milliseconds, as Go truncates."""
-    directory()
-    labels = (node, command.lower(), "error" if failed else "ok")
-    series(REDIS_QPS, *labels).inc()
-    series(REDIS_LATENCY, *labels).observe(int(seconds * 1000))
 
 
 # -- what the pushers report ---------------------------------------------------------------

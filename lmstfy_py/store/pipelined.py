@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any, cast
 
@@ -45,6 +46,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lmstfy_py import tasks
+from lmstfy_py.store.counted import CommandCounter, ignore
 from lmstfy_py.store.faults import Overloaded
 from lmstfy_py.store.scripts import Arg, Command
 
@@ -191,7 +193,9 @@ class PipelinedRedis:
         timeout_s: float = 2.0,
         max_waiting: int = MAX_WAITING,
         max_unsent_bytes: int = MAX_UNSENT_BYTES,
+        counter: CommandCounter = ignore,
     ) -> None:
+        """`counter` is told of each command (store/counted.py): a batch of execute_many is one, "pipeline"."""
         options = parse_url(url)
         if options.get("connection_class") is SSLConnection:
             raise ValueError("TLS (rediss://) is not supported by the pipelined client")
@@ -201,6 +205,7 @@ class PipelinedRedis:
         self.connect_timeout_s = connect_timeout_s
         self.timeout_s = timeout_s
         self.bounds = (max_waiting, max_unsent_bytes)
+        self.counter = counter
         # Sent first on every new connection, pipelined with whatever waits for it.
         self.hello: list[Command] = []
         if options.get("password"):
@@ -218,12 +223,26 @@ class PipelinedRedis:
 
     async def execute_command(self, *command: Arg) -> Any:
         packed = pack(command)
-        return await (await self._connected()).send(packed)
+        started = time.perf_counter()
+        try:
+            reply = await (await self._connected()).send(packed)
+        except Exception:
+            self.counter(str(command[0]), True, time.perf_counter() - started)
+            raise
+        self.counter(str(command[0]), False, time.perf_counter() - started)
+        return reply
 
     async def execute_many(self, commands: Sequence[Command], raise_on_error: bool = True) -> list[Any]:
         """The commands in one write; their replies in order, error replies in place unless `raise_on_error`."""
         packed = [pack(command) for command in commands]
-        replies = await self._send_all(packed)
+        started = time.perf_counter()
+        try:
+            replies = await self._send_all(packed)
+        except Exception:
+            self.counter("pipeline", True, time.perf_counter() - started)
+            raise
+        failed = any(isinstance(reply, Exception) for reply in replies)
+        self.counter("pipeline", failed, time.perf_counter() - started)
         if raise_on_error:
             for reply in replies:
                 if isinstance(reply, Exception):

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
 from redis.backoff import NoBackoff
@@ -37,6 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import wake
+from lmstfy_py.store.counted import CommandCounter, CountedCluster, CountedRedis, ignore
 from lmstfy_py.store.engine import Engine, EngineObserver, TimerSignal
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.jobstore import JobStore
@@ -89,23 +91,34 @@ def _host_port(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def connect(config: PoolConfig) -> tuple[Any, Any]:
-    """The request client and the blocking (BRPOP) client of one pool."""
+def node(config: PoolConfig) -> str:
+    """The pool's Redis as lmstfy's metrics name a node: its address as configured (host:port, a unix
+    socket's path; a Sentinel or Cluster pool's addresses, comma-separated)."""
     if config.kind == "cluster":
-        return _cluster_client(config, _REQUEST), _cluster_client(config, _BLOCKING)
+        return ",".join(config.cluster_nodes)
     if config.kind == "sentinel":
-        return _sentinel_client(config, _REQUEST), _sentinel_client(config, _BLOCKING)
+        return ",".join(config.sentinels)
     assert config.url is not None
-    # from_pool: the client owns the pool and closes it with itself.
-    requests = Redis.from_pool(BlockingConnectionPool.from_url(config.url, timeout=POOL_WAIT_S, **_REQUEST))
-    return requests, Redis.from_url(config.url, **_BLOCKING)
+    options = parse_url(config.url)
+    return str(options.get("path") or f"{options.get('host', 'localhost')}:{options.get('port', 6379)}")
 
 
-def script_client(config: PoolConfig) -> PipelinedRedis | None:
+def connect(config: PoolConfig, counter: CommandCounter = ignore) -> tuple[Redis | RedisCluster, Redis | RedisCluster]:
+    """The request client and the blocking (BRPOP) client of one pool, both telling `counter` of each command."""
+    if config.kind == "cluster":
+        return _cluster_client(config, _REQUEST, counter), _cluster_client(config, _BLOCKING, counter)
+    if config.kind == "sentinel":
+        return _sentinel_client(config, _REQUEST, counter), _sentinel_client(config, _BLOCKING, counter)
+    assert config.url is not None
+    requests = BlockingConnectionPool.from_url(config.url, timeout=POOL_WAIT_S, **_REQUEST)
+    return CountedRedis(counter, requests), CountedRedis(counter, ConnectionPool.from_url(config.url, **_BLOCKING))
+
+
+def script_client(config: PoolConfig, counter: CommandCounter = ignore) -> PipelinedRedis | None:
     """The auto-pipelining client of a standalone pool's script steps; None where redis-py serves them."""
     if config.kind != "standalone" or config.url is None or not PipelinedRedis.supports(config.url):
         return None
-    return PipelinedRedis(config.url, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S)
+    return PipelinedRedis(config.url, CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S, counter=counter)
 
 
 def engine(
@@ -114,26 +127,27 @@ def engine(
     scripts: Scripts | None = None,
     observer: EngineObserver | None = None,
     timers: TimerSignal | None = None,
+    counter: CommandCounter = ignore,
 ) -> Engine:
-    """The Engine of one pool, with the clients its kind gets."""
-    requests, blocking = connect(config)
+    """The Engine of one pool, with the clients its kind gets, all telling `counter` of their commands."""
+    requests, blocking = connect(config, counter)
     return Engine(
         name,
         requests,
         blocking,
         scripts=scripts or Scripts.load(),
-        script_client=script_client(config),
+        script_client=script_client(config, counter),
         observer=observer,
         timers=timers,
     )
 
 
-def _cluster_client(config: PoolConfig, options: dict[str, Any]) -> RedisCluster:
+def _cluster_client(config: PoolConfig, options: dict[str, Any], counter: CommandCounter) -> RedisCluster:
     nodes = [ClusterNode(*_host_port(address)) for address in config.cluster_nodes]
-    return RedisCluster(startup_nodes=nodes, password=config.password, **options)
+    return CountedCluster(counter, startup_nodes=nodes, password=config.password, **options)
 
 
-def _sentinel_client(config: PoolConfig, options: dict[str, Any]) -> Redis:
+def _sentinel_client(config: PoolConfig, options: dict[str, Any], counter: CommandCounter) -> Redis:
     # A Sentinel of its own per client: the client's pool closes it (see _SentinelPool.aclose).
     sentinel = Sentinel(
         [_host_port(address) for address in config.sentinels],
@@ -142,10 +156,9 @@ def _sentinel_client(config: PoolConfig, options: dict[str, Any]) -> Redis:
         db=config.db,
     )
     assert config.master_name is not None
-    client: Redis = sentinel.master_for(
-        config.master_name, connection_pool_class=_SentinelPool, connection_class=_SentinelConnection, **options
-    )
-    return client
+    # What sentinel.master_for makes, but a CountedRedis.
+    pool_options = {**sentinel.connection_kwargs, **options, "is_master": True, "connection_class": _SentinelConnection}
+    return CountedRedis(counter, _SentinelPool(config.master_name, sentinel, **pool_options))
 
 
 class _SentinelConnection(SentinelManagedConnection):
@@ -248,11 +261,16 @@ class Pools:
         configs: Mapping[str, PoolConfig],
         observer: EngineObserver | None = None,
         timers: Mapping[str, TimerSignal] | None = None,
+        counters: Callable[[str], CommandCounter] | None = None,
     ) -> Pools:
-        """Every pool's Engine, each counted by `observer` and telling its timers to `timers[pool]`."""
+        """Every pool's Engine, each counted by `observer`, telling its timers to `timers[pool]`, and
+        its clients' Redis commands to `counters(node(config))`."""
         scripts = Scripts.load()
         engines = {
-            name: engine(name, cfg, scripts, observer, (timers or {}).get(name)) for name, cfg in configs.items()
+            name: engine(
+                name, cfg, scripts, observer, (timers or {}).get(name), counters(node(cfg)) if counters else ignore
+            )
+            for name, cfg in configs.items()
         }
         return cls(engines, {name: cfg.migrate_to for name, cfg in configs.items() if cfg.migrate_to})
 

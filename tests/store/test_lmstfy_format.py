@@ -248,6 +248,30 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
     assert lmstfy.client.zcard(TIMER_SET) == 0
 
 
+async def test_a_reservation_is_ended_only_through_the_server_that_made_it(
+    store: LmstfyFormat, lmstfy: LmstfyPool, mover: LmstfyMover, pump: Pump
+) -> None:
+    """docs/MIGRATING.md, a rolling switch: lmstfy's reservation cannot be released, touched or
+    buried through lmstfy-py; an ACK through lmstfy of a job lmstfy-py delivered deletes nothing,
+    so the job comes back when its ttr ends."""
+    now = int(time.time())
+    lmstfy.publish(NS, "q", b"taken by lmstfy", now=now)
+    theirs = lmstfy.reserve(NS, ["q"], ttr=60, now=now)
+    assert theirs is not None
+    with pytest.raises(NotFound):
+        await store.release(NS, "q", theirs.job_id, 0, "")
+    with pytest.raises(NotFound):
+        await store.touch(NS, "q", theirs.job_id, 60_000)
+    with pytest.raises(NotFound):
+        await store.bury(NS, "q", theirs.job_id, "")
+
+    lmstfy.publish(NS, "q", b"taken by lmstfy-py", ttl=600, tries=2, now=now)
+    [ours] = await store.consume(NS, ["q"], 1_000, 0, 1)
+    lmstfy.ack(NS, "q", ours.job_id)  # lmstfy's ACK: DEL of its own data key, long gone
+    [again] = await store.consume(NS, ["q"], 60_000, 3_000, 1)
+    assert (again.job_id, again.body, again.remain_tries) == (ours.job_id, b"taken by lmstfy-py", 0)
+
+
 async def test_the_next_jobs_list_lmstfys_ready_jobs_first_in_the_order_consumes_take_them(
     store: LmstfyFormat, lmstfy: LmstfyPool
 ) -> None:

@@ -1,0 +1,112 @@
+"""redis-py clients that report every command they send, as lmstfy >= 1.0.11's go-redis hook does.
+
+A CommandCounter is told (command name, failed, seconds) of each command once its reply or its
+error came: a pipeline is one command, "pipeline", failed if any of its commands failed. A
+blocking command (BRPOP) counts its wait, as lmstfy's does. A command cancelled before its
+answer (a stopping server) is not counted. The store does not know what a counter does with
+it (metrics/redis_commands.py tallies them into lmstfy's families). Standalone pools' script
+steps go through store/pipelined.py, which counts the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+
+# (command name as sent, failed, seconds from send to answer)
+CommandCounter = Callable[[str, bool, float], None]
+
+
+def ignore(command: str, failed: bool, seconds: float) -> None:
+    """The counter of a client that counts nothing (tests, benchmarks)."""
+
+
+def _name(command: Any) -> str:
+    return command.decode() if isinstance(command, bytes) else str(command)
+
+
+def _any_failed(replies: list[Any]) -> bool:
+    return any(isinstance(reply, Exception) for reply in replies)
+
+
+class CountedRedis(Redis):
+    """A standalone or Sentinel client that owns `connection_pool` (as Redis.from_pool's) and counts."""
+
+    def __init__(self, counter: CommandCounter, connection_pool: ConnectionPool) -> None:
+        super().__init__(connection_pool=connection_pool)
+        self.auto_close_connection_pool = True
+        self.counter = counter
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+        except Exception:
+            self.counter(_name(args[0]), True, time.perf_counter() - started)
+            raise
+        self.counter(_name(args[0]), False, time.perf_counter() - started)
+        return reply
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        return CountedPipeline(self.counter, self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class CountedPipeline(Pipeline):
+    def __init__(self, counter: CommandCounter, *args: Any) -> None:
+        super().__init__(*args)
+        self.counter = counter
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            replies: list[Any] = await super().execute(raise_on_error)
+        except Exception:
+            self.counter("pipeline", True, time.perf_counter() - started)
+            raise
+        self.counter("pipeline", _any_failed(replies), time.perf_counter() - started)
+        return replies
+
+
+class CountedCluster(RedisCluster):
+    """A Redis Cluster client that counts (under the pool's one node label: its configured nodes)."""
+
+    def __init__(self, counter: CommandCounter, **options: Any) -> None:
+        super().__init__(**options)
+        self.counter = counter
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            reply = await super().execute_command(*args, **kwargs)
+        except Exception:
+            self.counter(_name(args[0]), True, time.perf_counter() - started)
+            raise
+        self.counter(_name(args[0]), False, time.perf_counter() - started)
+        return reply
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # refused there, as it should be
+        # (redis-py's types call ClusterPipeline abstract; RedisCluster.pipeline makes one all the same)
+        return CountedClusterPipeline(self.counter, self, transaction)  # type: ignore[abstract]
+
+
+class CountedClusterPipeline(ClusterPipeline):
+    def __init__(self, counter: CommandCounter, client: RedisCluster, transaction: Any | None) -> None:
+        super().__init__(client, transaction)
+        self.counter = counter
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> list[Any]:
+        started = time.perf_counter()
+        try:
+            replies: list[Any] = await super().execute(raise_on_error, allow_redirections)
+        except Exception:
+            self.counter("pipeline", True, time.perf_counter() - started)
+            raise
+        self.counter("pipeline", _any_failed(replies), time.perf_counter() - started)
+        return replies

@@ -11,6 +11,7 @@ from typing import Any, TypeVar, Unpack
 
 import httpcore
 
+from lmstfy_py.client.asyncio_backend import AsyncioBackend
 from lmstfy_py.client.calls import Call
 from lmstfy_py.client.connection import Endpoint, answer_of, pool_options
 from lmstfy_py.client.errors import LmstfyError
@@ -47,7 +48,7 @@ class AsyncClient:
         self.routes = Routes(namespace)
         self.retry = RetryPolicy(retries, backoff, max_backoff)
         self._endpoint = Endpoint.of(url, token, timeout)
-        self._pool = httpcore.AsyncConnectionPool(**pool_options(ssl_context))
+        self._pool = httpcore.AsyncConnectionPool(**pool_options(ssl_context), network_backend=AsyncioBackend())
 
     async def close(self) -> None:
         await self._pool.aclose()

@@ -26,9 +26,9 @@ from lmstfy_py.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 from lmstfy_py.client.retry import RetryPolicy
-from lmstfy_py.client.routes import Backoff, PublishArgs
+from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs
 from lmstfy_py.client.sync import Client
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "BadRequest",
     "Bury",
     "Call",
+    "Catchup",
     "Client",
     "Conflict",
     "DeadJob",
@@ -51,6 +52,9 @@ __all__ = [
     "QueueStats",
     "Released",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleArgs",
+    "Scheduled",
     "ServerError",
     "Throttled",
     "Unauthorized",

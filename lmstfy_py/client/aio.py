@@ -11,12 +11,13 @@ from typing import Any, TypeVar, Unpack
 
 import httpcore
 
+from lmstfy_py.client.asyncio_backend import AsyncioBackend
 from lmstfy_py.client.calls import Call
 from lmstfy_py.client.connection import Endpoint, answer_of, pool_options
 from lmstfy_py.client.errors import LmstfyError
-from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released
+from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 from lmstfy_py.client.retry import TRANSPORT_ERRORS, RetryPolicy, transport_failure
-from lmstfy_py.client.routes import PublishArgs, PublishOptions, Routes
+from lmstfy_py.client.routes import PublishArgs, PublishOptions, Routes, ScheduleArgs
 
 T = TypeVar("T")
 
@@ -47,7 +48,7 @@ class AsyncClient:
         self.routes = Routes(namespace)
         self.retry = RetryPolicy(retries, backoff, max_backoff)
         self._endpoint = Endpoint.of(url, token, timeout)
-        self._pool = httpcore.AsyncConnectionPool(**pool_options(ssl_context))
+        self._pool = httpcore.AsyncConnectionPool(**pool_options(ssl_context), network_backend=AsyncioBackend())
 
     async def close(self) -> None:
         await self._pool.aclose()
@@ -198,3 +199,22 @@ class AsyncClient:
 
     async def delete_dead_job(self, queue: str, job_id: str) -> None:
         await self.send(self.routes.delete_dead_job(queue, job_id))
+
+    # -- recurring jobs -----------------------------------------------------------------------------
+
+    async def schedule(self, queue: str, name: str, data: bytes | str, **options: Unpack[ScheduleArgs]) -> Scheduled:
+        """Registers (or replaces) schedule `name` of the queue: a job of `data` at each tick of `cron`
+        (5 fields or an @alias, read in `tz`) or `every` seconds (give one of them)."""
+        return await self.send(self.routes.schedule(queue, name, data, options))
+
+    async def schedules(self, queue: str) -> list[Schedule]:
+        """The queue's schedules, by name."""
+        return await self.send(self.routes.schedules(queue))
+
+    async def get_schedule(self, queue: str, name: str) -> Schedule | None:
+        """Schedule `name` of the queue, or None when there is none."""
+        return await self.send(self.routes.get_schedule(queue, name))
+
+    async def delete_schedule(self, queue: str, name: str) -> None:
+        """No more ticks (the jobs it published stay); NotFound when there is no such schedule."""
+        await self.send(self.routes.delete_schedule(queue, name))

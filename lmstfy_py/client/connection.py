@@ -4,7 +4,8 @@ timeouts, and the answer as the readers see it.
 httpcore is httpx's own transport, with one API for blocking and asyncio code: pooled
 keep-alive connections, connect/read/write/pool timeouts, TLS. httpx's layer above it (URL
 objects, cookies, redirects, auth, hooks) is nothing this client uses and cost ~40% of each
-request's CPU in the worker's loop, which is CPU-bound on its client (docs/PERFORMANCE.md).
+request's CPU, most of what a worker spends (docs/CLIENT.md, "Why httpcore"). AsyncClient gives
+httpcore a network layer of its own (asyncio_backend.py) instead of anyio.
 """
 
 from __future__ import annotations

@@ -79,3 +79,30 @@ class DeadPage:
 
     jobs: list[DeadJob]
     next: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """A registration's outcome: `created` (False: it replaced a schedule of that name) and its first tick (unix ms)."""
+
+    created: bool
+    next_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """A recurring job of a queue (SPEC section 9): `cron` (the expression, aliases expanded) or
+    `every` (seconds) is set, the other None; `ttl`, `tries`, `priority` are those of each job it
+    publishes; `last_ms` and `last_job_id` are None before its first job."""
+
+    name: str
+    cron: str | None
+    every: int | None
+    tz: str
+    ttl: int
+    tries: int
+    priority: int
+    catchup: str
+    next_ms: int
+    last_ms: int | None
+    last_job_id: str | None

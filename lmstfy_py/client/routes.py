@@ -1,5 +1,5 @@
 """Every data-plane route of one namespace, as a `Call`: lmstfy's routes and lmstfy-py's (SPEC
-sections 2 and 7). Nothing here sends anything; Client and AsyncClient do.
+sections 2, 7 and 9). Nothing here sends anything; Client and AsyncClient do.
 
 Parameters the caller leaves at None are not sent, so the server's configured defaults apply.
 Durations are seconds; a fractional one is sent in milliseconds (`delay_ms`, `ttr_ms`, lmstfy-py
@@ -17,10 +17,11 @@ from urllib.parse import quote
 
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
-from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
+Catchup = Literal["one", "none"]
 
 
 class PublishArgs(TypedDict, total=False):
@@ -69,6 +70,18 @@ class PublishOptions:
         if not self.attributes:
             return {}
         return {"Enable-Job-Version": "YES", **{f"Job-Attr-{k}": v for k, v in self.attributes.items()}}
+
+
+class ScheduleArgs(TypedDict, total=False):
+    """The keyword arguments of `schedule` (SPEC section 9): `cron` or `every`, and the jobs' options."""
+
+    cron: str
+    every: int
+    tz: str
+    ttl: int
+    tries: int
+    priority: int
+    catchup: Catchup
 
 
 def duration(name: str, seconds: float | None) -> dict[str, str]:
@@ -205,6 +218,23 @@ class Routes:
         path = self.path(queue, "deadletter", "job", job_id)
         return Call("DELETE", path, calls.nothing, repeatable=False)
 
+    # -- recurring jobs ------------------------------------------------------------------------------
+
+    def schedule(self, queue: str, name: str, data: bytes | str, options: ScheduleArgs) -> Call[Scheduled]:
+        params = {key: str(value) for key, value in options.items() if value is not None}
+        # A repeat registers the same schedule again (answered "replaced"): nothing doubles.
+        return Call("PUT", self.path(queue, "cron", name), _scheduled, params, _data(data))
+
+    def schedules(self, queue: str) -> Call[list[Schedule]]:
+        return Call("GET", self.path(queue, "cron"), _schedules)
+
+    def get_schedule(self, queue: str, name: str) -> Call[Schedule | None]:
+        return Call("GET", self.path(queue, "cron", name), _schedule_or_none)
+
+    def delete_schedule(self, queue: str, name: str) -> Call[None]:
+        # A repeat after success answers 404 (no such schedule): not an answer to give the caller.
+        return Call("DELETE", self.path(queue, "cron", name), calls.nothing, repeatable=False)
+
 
 def _released(answer: Answer) -> Released:
     fields = calls.success(answer)
@@ -236,3 +266,34 @@ def _dead_page(answer: Answer) -> DeadPage:
         for job in fields["jobs"]
     ]
     return DeadPage(jobs, fields.get("next"))
+
+
+def _scheduled(answer: Answer) -> Scheduled:
+    return Scheduled(answer.status == 201, int(calls.success(answer)["next_ms"]))
+
+
+def _schedule_of(fields: dict[str, Any]) -> Schedule:
+    return Schedule(
+        str(fields["name"]),
+        fields["cron"],
+        fields["every"],
+        str(fields["tz"]),
+        int(fields["ttl"]),
+        int(fields["tries"]),
+        int(fields["priority"]),
+        str(fields["catchup"]),
+        int(fields["next_ms"]),
+        fields["last_ms"],
+        fields["last_job_id"],
+    )
+
+
+def _schedules(answer: Answer) -> list[Schedule]:
+    return [_schedule_of(fields) for fields in calls.success(answer)["schedules"]]
+
+
+def _schedule_or_none(answer: Answer) -> Schedule | None:
+    """None for "schedule not found"; any other 404 (no such pool) raises."""
+    if answer.status == 404 and answer.message() == "schedule not found":
+        return None
+    return _schedule_of(calls.success(answer))

@@ -11,7 +11,7 @@ A handler that returns ACKs its job; `raise Bury("why")` buries it; any other ex
 it with its backoff. docs/CLIENT.md says everything else (concurrency, leases, the stop).
 
 The names are loaded on first use (PEP 562), so that `lmstfy-py` can register the `worker`
-command (worker/command.py) without importing the client and httpx for every other command.
+command (worker/command.py) without importing the client and httpcore for every other command.
 """
 
 from __future__ import annotations

@@ -77,8 +77,9 @@ def worker(
     from lmstfy_py.worker.runner import Worker
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # httpx logs every request at INFO: one line per consume and ACK drowns the worker's own.
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # httpcore (the client's transport) logs ~10 DEBUG lines per request: at --log-level debug
+    # they would bury the worker's own lines.
+    logging.getLogger("httpcore").setLevel(max(logging.INFO, logging.getLogger().level))
     try:
         found = load_handler(handler)
         runner = Worker(

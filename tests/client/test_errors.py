@@ -49,6 +49,10 @@ WITH_TOKEN: dict[str, Callable[[Client], object]] = {
     "dead_jobs": lambda c: c.dead_jobs("q"),
     "respawn_dead_job": lambda c: c.respawn_dead_job("q", UNKNOWN_ID),
     "delete_dead_job": lambda c: c.delete_dead_job("q", UNKNOWN_ID),
+    "schedule": lambda c: c.schedule("q", "beat", b"x", every=60),
+    "schedules": lambda c: c.schedules("q"),
+    "get_schedule": lambda c: c.get_schedule("q", "beat"),
+    "delete_schedule": lambda c: c.delete_schedule("q", "beat"),
 }
 # lmstfy's two public routes.
 WITHOUT_TOKEN: dict[str, Callable[[Client], object]] = {
@@ -86,7 +90,10 @@ def test_unknown_jobs_are_not_found(client: Client) -> None:
             dead_verb("q", UNKNOWN_ID)
     with pytest.raises(NotFound):
         client.dead_jobs("q", after=UNKNOWN_ID)
+    with pytest.raises(NotFound, match="schedule not found"):
+        client.delete_schedule("q", "nothing")
     assert client.peek_job("q", UNKNOWN_ID) is None  # a look-up that finds nothing is no error
+    assert client.get_schedule("q", "nothing") is None
 
 
 def test_a_job_not_reserved_is_a_conflict(client: Client) -> None:
@@ -113,6 +120,23 @@ BAD_CALLS: list[tuple[Callable[[Client], object], str]] = [
     (lambda c: c.touch("q", UNKNOWN_ID, ttr=0), "invalid ttr"),
     (lambda c: c.release("q", UNKNOWN_ID, reason="x" * 1025), "reason is longer than 1024 bytes"),
     (lambda c: c.publish("_hidden", b"x"), "queue name contains forbidden characters"),
+    (lambda c: c.schedule("q", "beat", b"x"), "give cron=EXPR or every=SECONDS (one of them)"),
+    (
+        lambda c: c.schedule("q", "beat", b"x", cron="@hourly", every=60),
+        "give cron=EXPR or every=SECONDS (one of them)",
+    ),
+    (lambda c: c.schedule("q", "beat", b"x", cron="61 * * * *"), "invalid cron: '61 * * * *' (Bad minute)"),
+    (lambda c: c.schedule("q", "beat", b"x", every=0), "invalid every"),
+    (
+        lambda c: c.schedule("q", "beat", b"x", every=60, tz="Mars/Olympus"),
+        "invalid tz: 'Mars/Olympus' is not an IANA time zone (like Europe/Paris)",
+    ),
+    (lambda c: c.schedule("q", "beat", b"x", every=60, tries=0), "tries shouldn't be zero"),
+    (lambda c: c.schedule("q", "beat", b"x", every=60, catchup="all"), "invalid catchup"),  # type: ignore[arg-type]
+    (
+        lambda c: c.schedule("q", "a b", b"x", every=60),
+        "invalid schedule name: letters, digits, - and _ only, at most 255",
+    ),
 ]
 
 
@@ -123,7 +147,7 @@ def test_bad_input_is_a_bad_request_with_the_servers_message(
     with pytest.raises(BadRequest) as caught:
         call(client)
     assert (caught.value.status, caught.value.message) == (400, message)
-    assert client.stats("q").ready == 0  # refused: nothing was stored
+    assert client.stats("q").ready == 0 and client.schedules("q") == []  # refused: nothing was stored
 
 
 def test_a_body_over_one_mib_is_too_large(client: Client) -> None:

@@ -81,6 +81,54 @@ def test_go_answers_of_the_other_routes() -> None:
     assert read(ROUTES.ack("q", "x"), 204, b"") is None
 
 
+# The query parameters Go lmstfy's handlers read, route by route (server/handlers/queue.go; its
+# later versions added priority): a call of an lmstfy route made with lmstfy's own options sends
+# nothing else, so Go lmstfy reads every parameter the caller gave.
+GO_PARAMS = {
+    "publish": {"delay", "ttl", "tries", "priority"},
+    "bulk": {"delay", "ttl", "tries"},
+    "consume": {"ttr", "timeout", "count"},
+    "respawn": {"limit", "ttl"},
+    "delete_dead": {"limit"},
+}
+LMSTFY_OPTIONS = PublishOptions(delay=30, ttl=600, tries=3)
+GO_CALLS: list[tuple[str, Any, str, str]] = [
+    ("publish", ROUTES.publish("q", b"x", PublishOptions(), None), "PUT", "/api/ns/q"),
+    ("publish", ROUTES.publish("q", b"x", LMSTFY_OPTIONS, None), "PUT", "/api/ns/q"),
+    ("publish", ROUTES.publish("q", b"x", PublishOptions(priority=5), None), "PUT", "/api/ns/q"),
+    ("bulk", ROUTES.publish_many("q", [1, 2], LMSTFY_OPTIONS, None), "PUT", "/api/ns/q/bulk"),
+    ("publish", ROUTES.republish("q", "old", b"x", LMSTFY_OPTIONS, None), "PUT", "/api/ns/q/job/old"),
+    ("consume", ROUTES.consume("q", None, 0, 1), "GET", "/api/ns/q"),
+    ("consume", ROUTES.consume(["q", "r"], 30, 5, 1), "GET", "/api/ns/q,r"),
+    ("consume", ROUTES.consume("q", 30, 5, 100), "GET", "/api/ns/q"),
+    ("none", ROUTES.ack("q", "id1"), "DELETE", "/api/ns/q/job/id1"),
+    ("none", ROUTES.peek("q"), "GET", "/api/ns/q/peek"),
+    ("none", ROUTES.peek_job("q", "id1"), "GET", "/api/ns/q/job/id1"),
+    ("none", ROUTES.size("q"), "GET", "/api/ns/q/size"),
+    ("none", ROUTES.destroy("q"), "DELETE", "/api/ns/q"),
+    ("none", ROUTES.dead_letter("q"), "GET", "/api/ns/q/deadletter"),
+    ("none", ROUTES.dead_letter_size("q"), "GET", "/api/ns/q/deadletter/size"),
+    ("respawn", ROUTES.respawn("q", 5, None), "PUT", "/api/ns/q/deadletter"),
+    ("respawn", ROUTES.respawn("q", 5, 600), "PUT", "/api/ns/q/deadletter"),
+    ("delete_dead", ROUTES.delete_dead("q", 5), "DELETE", "/api/ns/q/deadletter"),
+]
+
+
+@pytest.mark.parametrize(("route", "call", "method", "path"), GO_CALLS, ids=[f"{c[2]} {c[3]}" for c in GO_CALLS])
+def test_lmstfy_routes_send_only_what_go_lmstfy_reads(route: str, call: Any, method: str, path: str) -> None:
+    assert (call.method, call.path) == (method, path)
+    assert set(call.params) <= GO_PARAMS.get(route, set()), call.params
+    assert all(value.isdigit() for value in call.params.values())  # Go parses each with ParseUint
+    assert call.headers == {}  # only the client's X-Token and User-Agent
+
+
+def test_whole_seconds_go_as_lmstfy_seconds_fractions_as_milliseconds() -> None:
+    assert ROUTES.publish("q", b"x", PublishOptions(delay=2.0), None).params == {"delay": "2"}
+    assert ROUTES.consume("q", 30.0, 0, 1).params == {"ttr": "30", "timeout": "0"}
+    assert ROUTES.publish("q", b"x", PublishOptions(delay=1.5), None).params == {"delay_ms": "1500"}
+    assert ROUTES.consume("q", 0.25, 0, 1).params == {"ttr_ms": "250", "timeout": "0"}
+
+
 def test_an_unreadable_success_is_a_server_error() -> None:
     with pytest.raises(ServerError, match="unexpected answer"):
         read(ROUTES.stats("q"), 200, b'{"ready":1}')

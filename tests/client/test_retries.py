@@ -1,10 +1,12 @@
-"""What the client sends again, against a real server whose Redis is away (503) or that is not
-there at all: a publish without a business job_id is never repeated once it may have reached the
-server, everything is repeated when the connection was refused, and repeatable calls come
-through when the server recovers during their retries."""
+"""What the client sends again, against a real server whose Redis is away (503), a raw socket
+that reads requests and never answers (a lost answer), or no server at all: a publish without a
+business job_id is never repeated once it may have reached the server, everything is repeated
+when the connection was refused, and repeatable calls come through when the server recovers
+during their retries."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -118,6 +120,62 @@ def test_a_refused_connection_is_retried_even_for_a_publish(server: Server) -> N
         assert client.size("q") == 1
         job = client.consume("q")
         assert job is not None and job.id == job_id
+
+
+class Unanswering:
+    """A raw socket server that reads each request whole, counts it, and closes the connection
+    without a word: the request reached the server, its answer was lost."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.requests: list[bytes] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                received = b""
+                while b"\r\n\r\n" not in received and (chunk := conn.recv(65536)):
+                    received += chunk
+                if received:
+                    self.requests.append(received.split(b"\r\n", 1)[0])
+
+    def count(self, request_line: bytes) -> int:
+        return sum(1 for line in self.requests if line.startswith(request_line))
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def unanswering() -> Iterator[Unanswering]:
+    server = Unanswering()
+    yield server
+    server.close()
+
+
+def test_a_lost_answer_repeats_a_publish_only_with_a_business_id(unanswering: Unanswering) -> None:
+    with Client(unanswering.url, NS, "token", retries=3, backoff=0.01, max_backoff=0.02) as client:
+        with pytest.raises(Unavailable) as caught:
+            client.publish("q", b"x")
+        assert caught.value.sent and caught.value.status is None
+        # The server read it and may have stored it: sent once, never again.
+        assert unanswering.count(b"PUT /api/retries/q?delay=0 ") == 1
+        with pytest.raises(Unavailable):
+            client.publish("q", b"x", job_id="order-7")
+        assert unanswering.count(b"PUT /api/retries/q?delay=0&job_id=order-7 ") == 1 + 3  # a repeat is a duplicate
+        with pytest.raises(Unavailable):
+            client.release("q", "some-id")
+        assert unanswering.count(b"PUT /api/retries/q/job/some-id/release ") == 1
+        with pytest.raises(Unavailable):
+            client.ack("q", "some-id")
+        assert unanswering.count(b"DELETE /api/retries/q/job/some-id ") == 1 + 3
 
 
 def test_an_unreachable_server_gives_up_as_unavailable_and_never_sent() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import inspect
 import time
 
-from lmstfy_py.client import AsyncClient, Client, DeadLetter, Job, QueueStats, Released
+import pytest
+
+from lmstfy_py.client import AsyncClient, Client, DeadLetter, Job, NotFound, QueueStats, Released, Schedule, Scheduled
 
 
 def now_ms() -> int:
@@ -154,6 +156,40 @@ async def test_the_async_client_speaks_the_same(aclient: AsyncClient, namespace:
     assert await aclient.stats("q") == QueueStats(0, 0, 0, 0, False)
 
 
+def test_recurring_jobs_register_list_fire_replace_and_delete(client: Client, namespace: str) -> None:
+    before = now_ms()
+    first = client.schedule("q", "beat", b"tick", every=1, ttl=600, tries=2, priority=3)
+    assert first.created and before + 1000 <= first.next_ms <= now_ms() + 1000
+    nightly = client.schedule("q", "nightly", "report", cron="@daily", tz="Europe/Paris", catchup="none")
+    assert nightly.created and nightly.next_ms > now_ms()
+    assert [s.name for s in client.schedules("q")] == ["beat", "nightly"]
+    assert client.get_schedule("q", "nightly") == Schedule(
+        "nightly", "0 0 * * *", None, "Europe/Paris", 86400, 1, 0, "none", nightly.next_ms, None, None
+    )
+    job = client.consume("q", timeout=3)  # the first tick of `beat` published it
+    assert job is not None and (job.data, job.remain_tries) == (b"tick", 1) and 595 <= job.ttl <= 600
+    beat = client.get_schedule("q", "beat")
+    assert beat is not None and (beat.every, beat.cron, beat.tries, beat.priority) == (1, None, 2, 3)
+    assert beat.last_job_id == job.id and beat.last_ms is not None
+    replaced = client.schedule("q", "beat", b"tock", every=3600)
+    assert not replaced.created and replaced.next_ms > now_ms() + 3_500_000
+    client.delete_schedule("q", "beat")
+    assert client.get_schedule("q", "beat") is None  # a look-up that finds nothing is no error
+    with pytest.raises(NotFound, match="schedule not found"):
+        client.delete_schedule("q", "beat")
+    assert [s.name for s in client.schedules("q")] == ["nightly"]
+
+
+async def test_the_async_client_schedules_too(aclient: AsyncClient) -> None:
+    assert await aclient.schedule("q", "beat", b"x", cron="*/5 * * * *") == Scheduled(
+        True, (await aclient.schedules("q"))[0].next_ms
+    )
+    found = await aclient.get_schedule("q", "beat")
+    assert found is not None and found.cron == "*/5 * * * *" and found.tz == "UTC"
+    await aclient.delete_schedule("q", "beat")
+    assert await aclient.schedules("q") == []
+
+
 def test_both_clients_offer_the_same_methods_with_the_same_parameters() -> None:
     def methods(cls: type) -> dict[str, list[inspect.Parameter]]:
         found = {}
@@ -163,6 +199,6 @@ def test_both_clients_offer_the_same_methods_with_the_same_parameters() -> None:
         return found
 
     assert methods(Client) == methods(AsyncClient)
-    assert {"publish", "consume_many", "ack_many", "release", "touch", "bury", "dead_jobs", "pause"} <= set(
+    assert {"publish", "consume_many", "ack_many", "release", "touch", "bury", "dead_jobs", "pause", "schedule"} <= set(
         methods(Client)
     )

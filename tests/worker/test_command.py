@@ -18,14 +18,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from lmstfy_py.client import Client
 from lmstfy_py.worker.run import STOPPED_REASON
 from tests.servers import Server, free_port
-from tests.worker.conftest import wait_until
+from tests.worker.conftest import drained, wait_until
 
 HANDLERS = """
 import os, time
 from pathlib import Path
 
+from lmstfy_py.worker import Bury
+
 EVENTS = Path(os.environ["EVENTS"])
-SECONDS = {"fast": 0.0, "grace": 1.0, "slow": 60.0}
+SECONDS = {"fast": 0.0, "grace": 1.0, "slow": 60.0, "fail": 0.0, "bury": 0.0}
 
 
 def note(line):
@@ -38,6 +40,10 @@ def handle(job):
     note(f"start {kind} {job.id}")
     time.sleep(SECONDS[kind])
     note(f"end {kind} {job.id}")
+    if kind == "fail":
+        raise RuntimeError("failed on purpose")
+    if kind == "bury":
+        raise Bury("buried on purpose")
 """
 
 
@@ -71,13 +77,18 @@ def events(cwd: Path) -> list[tuple[str, str, str]]:
     return [(what, kind, job_id) for what, kind, job_id in (line.split() for line in lines)]
 
 
-def processed(metrics_port: int) -> float:
+def scraped(metrics_port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample the worker serves, by name and labels."""
     text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "lmstfy_worker_jobs_processed_total" and sample.labels == {"queue": "q"}:
-                return sample.value
-    return 0.0
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def processed(metrics_port: int) -> float:
+    return scraped(metrics_port).get(("lmstfy_worker_jobs_processed_total", (("queue", "q"),)), 0.0)
 
 
 def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
@@ -105,11 +116,12 @@ def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
     wait_until(lambda: sorted(what for what, kind, _ in events(handlers) if kind == "fast") == fast_done)
     wait_until(lambda: [what for what, _, _ in events(handlers)].count("start") == 9)
     assert processed(metrics_port) >= 4
-    proc.send_signal(signal.SIGTERM)  # the grace jobs run for a second more, the slow ones for a minute
     signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)  # the grace jobs run for a second more, the slow ones for a minute
     _, stderr = proc.communicate(timeout=15)
     assert proc.returncode == 0, stderr
-    assert time.monotonic() - signalled < 2 + 1 + 2  # the grace, the long-poll in flight, slack
+    # The slow handlers had their whole grace (2 s), no more: then their jobs went back.
+    assert 2 <= time.monotonic() - signalled < 2 + 1 + 2  # the grace, the long-poll in flight, slack
     ended = {job_id for what, _, job_id in events(handlers) if what == "end"}
     assert ended == set(fast) | set(grace)  # the grace jobs finished during the grace period
     for job_id in fast + grace:
@@ -120,6 +132,45 @@ def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
     assert [(dead.id, dead.last_error) for dead in client.dead_jobs("q").jobs] == [(last_try, STOPPED_REASON)]
     assert client.stats("q").reserved == 0
     assert "did not finish within the grace period" in stderr and "stopping: no new jobs" in stderr
+
+
+def test_metrics_count_processed_and_failed_jobs_and_time_them(
+    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    client.publish_many("q", ["fast"] * 4 + ["grace"])  # grace: a handler of one second
+    failing = client.publish_many("q", ["fail"] * 2, tries=2)  # released, then buried by the next release
+    client.publish_many("q", ["bury"])
+    metrics_port = free_port()
+    proc = worker_process(server, namespace, token, handlers, "handlers:handle", "--metrics-port", str(metrics_port))
+    stopped.append(proc)
+    wait_until(lambda: client.dead_letter_size("q") == 3 and drained(client, "q"), what="every job settled")
+    samples = scraped(metrics_port)
+    q = (("queue", "q"),)
+    assert samples[("lmstfy_worker_jobs_processed_total", q)] == 5
+    assert samples[("lmstfy_worker_jobs_failed_total", (("action", "release"), ("queue", "q")))] == 4
+    assert samples[("lmstfy_worker_jobs_failed_total", (("action", "bury"), ("queue", "q")))] == 1
+    assert samples[("lmstfy_worker_job_duration_seconds_count", q)] == 5 + 4 + 1  # every handler, whatever its end
+    assert samples[("lmstfy_worker_job_duration_seconds_sum", q)] >= 1.0  # in seconds: the one-second handler
+    assert samples[("lmstfy_worker_job_duration_seconds_bucket", (("le", "0.5"), ("queue", "q")))] <= 9
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0, stderr
+    assert {dead.id for dead in client.dead_jobs("q").jobs} >= set(failing)
+    assert stderr.count("RuntimeError: failed on purpose") == 4  # one line per failure, with the job id
+    assert all(stderr.count(job_id) == 2 for job_id in failing)
+
+
+def test_debug_logs_are_the_workers_not_one_per_http_request(
+    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    client.publish_many("q", ["fast"] * 3)
+    proc = worker_process(server, namespace, token, handlers, "handlers:handle", "--log-level", "debug")
+    stopped.append(proc)
+    wait_until(lambda: drained(client, "q"), what="every job handled")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0 and "worker stopped: 3 processed" in stderr, stderr
+    assert "httpcore" not in stderr  # its ~10 DEBUG lines per request would bury the worker's own
 
 
 def test_a_handler_that_cannot_be_found_is_a_usage_error(

@@ -8,7 +8,6 @@ import asyncio
 import logging
 import os
 import signal
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -63,16 +62,23 @@ def test_jobs_of_several_queues_are_handled_and_acked(
 def test_concurrency_handlers_really_run_at_once(
     server: Server, namespace: str, token: str, client: Client, kind: str
 ) -> None:
-    spans: list[tuple[float, float]] = []
-    lock = threading.Lock()
+    spans: list[tuple[float, float]] = []  # when each handler began and ended
 
-    def record(job: Job) -> None:
-        with lock:
-            spans.append((time.monotonic(), time.monotonic() + 0.3))
+    def sync_handler(job: Job) -> None:
+        began = time.monotonic()
+        time.sleep(0.3)
+        spans.append((began, time.monotonic()))
 
+    async def async_handler(job: Job) -> None:
+        began = time.monotonic()
+        await asyncio.sleep(0.3)
+        spans.append((began, time.monotonic()))
+
+    handler = {"sync": sync_handler, "async": async_handler}[kind]
     client.publish_many("q", list(range(16)))
-    with running(make_worker(server, namespace, token, both_kinds(record, 0.3)[kind], queues="q", concurrency=8)):
+    with running(make_worker(server, namespace, token, handler, queues="q", concurrency=8)):
         wait_until(lambda: len(spans) == 16 and drained(client, "q"), what="all handled")
+    # An end sorts before a start at the same instant: touching spans do not overlap.
     edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
     running_now, most = 0, 0
     for _, step in edges:

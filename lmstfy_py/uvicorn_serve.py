@@ -51,6 +51,7 @@ MAX_HEAD_BYTES = 16 * 1024
 BAD_REQUEST = b'{"error":"invalid HTTP request"}'
 HEAD_TOO_LARGE = b'{"error":"request head too large"}'
 _WAIT_S = 0.05  # how often the stop looks whether every connection is gone
+_CANCEL_WAIT_S = 1.0  # for the requests cut off to end (server.py's own fallback comes after STOP_MARGIN)
 
 
 async def serve(config: uvicorn.Config, sock: socket.socket, shutdown: asyncio.Event) -> None:
@@ -122,7 +123,7 @@ async def _stop(runner: _Server, sock: socket.socket, graceful_timeout: float) -
         log.warning("%d connection(s) still busy after %gs: cut off", len(state.connections), graceful_timeout)
         _cut_off(state)
         if state.tasks:
-            await asyncio.wait(set(state.tasks), timeout=graceful_timeout)
+            await asyncio.wait(set(state.tasks), timeout=_CANCEL_WAIT_S)
 
 
 def _cut_off(state: ServerState) -> None:

@@ -13,7 +13,8 @@ docs/PERFORMANCE.md).
 
 Ceilings, same machine, same run:
 - `trivial`: benchmarks/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
-  hypercorn settings, uvloop and `--workers`, under the same keep-alive GET load.
+  serve loop and settings of `--http-server` (give the server's), uvloop and `--workers`, under
+  the same keep-alive GET load.
 - `trivial-put`: the same endpoint loaded with publish's own request (PUT, token in the query,
   the same 34-byte body) instead of a GET: a body costs the HTTP server work of its own, so
   `publish ÷ trivial-put` compares like with like.
@@ -668,6 +669,7 @@ async def run_trivial(
     port = free_port()
     argv = [sys.executable, str(ROOT / "benchmarks" / "trivial_app.py"), "--port", str(port), "--app", app]
     argv += ["--redis-url", redis_url] if redis_url else []
+    argv += ["--http-server", args.http_server]
     proc = subprocess.Popen([*argv, "--workers", str(workers)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         await wait_listening(("127.0.0.1", port), proc)
@@ -985,6 +987,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ceilings", type=lambda s: names(s, every_ceiling), default=every_ceiling)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="trivial endpoint workers")
     parser.add_argument("--trivial-app", choices=["raw", "starlette", "redis-py"], default="raw")
+    parser.add_argument(
+        "--http-server", choices=["hypercorn", "uvicorn"], default="hypercorn", help="the ceilings' HTTP server"
+    )
     parser.add_argument("--ack-conns", type=int, default=4, help="consume100: ACK connections per client")
     parser.add_argument("--timer-jobs", type=int, default=2000)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each scenario")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import resource
 import statistics
 import sys
@@ -38,11 +39,14 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def caller(app: Any, method: str, path: str, query: bytes, body: bytes, expect: int) -> Callable[[], Awaitable[None]]:
-    """One request through the ASGI callable, as hypercorn would make it."""
+Call = Callable[[], Awaitable[bytes]]
+
+
+def caller(app: Any, method: str, path: str, query: bytes, body: bytes, expect: int) -> Call:
+    """One request through the ASGI callable, as hypercorn would make it; it returns the answer's body."""
     headers = [(b"host", b"bench"), (b"content-length", str(len(body)).encode())]
 
-    async def call() -> None:
+    async def call() -> bytes:
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -58,23 +62,38 @@ def caller(app: Any, method: str, path: str, query: bytes, body: bytes, expect: 
             "server": ("127.0.0.1", 7777),
         }
         status = 0
+        answer = b""
 
         async def receive() -> dict[str, Any]:
             return {"type": "http.request", "body": body, "more_body": False}
 
         async def send(message: dict[str, Any]) -> None:
-            nonlocal status
+            nonlocal status, answer
             if message["type"] == "http.response.start":
                 status = message["status"]
+            else:
+                answer += message.get("body", b"")
 
         await app(scope, receive, send)
         if status != expect:
             raise RuntimeError(f"{method} {path}: {status}, expected {expect}")
+        return answer
 
     return call
 
 
-async def measure(call: Callable[[], Awaitable[None]], callers: int, requests: int) -> float:
+def consume_and_ack(app: Any, query: bytes) -> Call:
+    """bench.py's consume_ack pair: a count=1 consume (ttr 60), then the DELETE of the job it got."""
+    consume = caller(app, "GET", f"/api/{NS}/{QUEUE}", query + b"&ttr=60", b"", 200)
+
+    async def call() -> bytes:
+        job_id = json.loads(await consume())["job_id"]
+        return await caller(app, "DELETE", f"/api/{NS}/{QUEUE}/job/{job_id}", query, b"", 204)()
+
+    return call
+
+
+async def measure(call: Call, callers: int, requests: int) -> float:
     """CPU µs per request, `callers` tasks in parallel."""
     each = requests // callers
 
@@ -96,9 +115,17 @@ async def main(args: argparse.Namespace) -> None:
         publish = caller(app, "PUT", f"/api/{NS}/{QUEUE}", query, PAYLOAD, 201)
         size = caller(app, "GET", f"/api/{NS}/{QUEUE}/size", b"", b"", 200)
         unknown = caller(app, "GET", "/nowhere", b"", b"", 404)
-        figures: dict[str, list[float]] = {"publish": [], "GET size (no token check)": [], "404 (no route)": []}
+        pair = consume_and_ack(app, query)
+        figures: dict[str, list[float]] = {
+            "publish": [],
+            "consume + ACK (per request)": [],
+            "GET size (no token check)": [],
+            "404 (no route)": [],
+        }
         for _ in range(args.rounds):
             figures["publish"].append(await measure(publish, args.callers, args.requests))
+            # The publishes above filled the queue: half as many pairs, two requests each.
+            figures["consume + ACK (per request)"].append(await measure(pair, args.callers, args.requests // 2) / 2)
             figures["GET size (no token check)"].append(await measure(size, args.callers, args.requests))
             figures["404 (no route)"].append(await measure(unknown, args.callers, args.requests))
         print(f"data app, no HTTP server, {args.callers} concurrent callers, median of {args.rounds} rounds:")

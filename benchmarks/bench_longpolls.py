@@ -131,9 +131,10 @@ async def measure(server: Server, token: str, waiters: int, timeout: int) -> Rep
     return Report(waiters, held_open, held, blocked, len(got), distinct, seconds, errors)
 
 
-async def run(workdir: Path, waiters: int, timeout: int = 30) -> Report:
-    """The measure on a server of its own (one worker: its connections are the figure), stopped after."""
-    with Server(workdir, args=["--workers", "1"]) as server:
+async def run(workdir: Path, waiters: int, timeout: int = 30, http_server: str | None = None) -> Report:
+    """The measure on a server of its own (one worker: its connections are the figure; `--http-server`
+    when given), stopped after."""
+    with Server(workdir, args=["--workers", "1"], http_server=http_server) as server:
         server.start()
         token = create_token(server, NS, "bench_longpolls")
         report = await measure(server, token, waiters, timeout)

@@ -235,9 +235,10 @@ async def account(server: Server, ledger: Ledger, settings: Settings) -> Report:
     )
 
 
-async def run(workdir: Path, settings: Settings) -> Report:
-    """One crash test on a server of its own (data dir and logs in `workdir`); its figures."""
-    with Server(workdir) as server:
+async def run(workdir: Path, settings: Settings, http_server: str | None = None) -> Report:
+    """One crash test on a server of its own (data dir and logs in `workdir`; `--http-server` when
+    given); its figures."""
+    with Server(workdir, http_server=http_server) as server:
         server.launch()
         server.wait_ready(READY_TIMEOUT)
         token = create_token(server, NS, "crash test")

@@ -3,10 +3,11 @@
 
 Every request gets 200 `{"msg":"ok"}`, once its body (if any) is read. The serving stack is
 lmstfy_py.server's own: the same listening sockets (lmstfy_py.listeners: one per worker on
-Linux, backlog, TCP_NODELAY), the same serve loop (lmstfy_py/hypercorn_serve.py) and hypercorn
-settings (`hypercorn_config`: access log off, graceful timeout, keep-alive timeout), the same
-event loop (uvloop when installed), the same GC tuning, and `--workers` processes forked after
-the address is reserved.
+Linux, backlog, TCP_NODELAY), the same serve loop and settings of the chosen `--http-server`
+(`server.serve_app`: lmstfy_py/hypercorn_serve.py with `hypercorn_config`, or
+lmstfy_py/uvicorn_serve.py with `uvicorn_config`: access log off, graceful timeout, keep-alive
+timeout), the same event loop (uvloop when installed), the same GC tuning, and `--workers`
+processes forked after the address is reserved.
 So "lmstfy-py req/s ÷ this req/s" is what lmstfy-py's own work (routing, auth, Redis) costs.
 
 `--app raw` is a bare ASGI callable (the ceiling of hypercorn itself); `--app starlette` is a
@@ -17,7 +18,7 @@ one of a standalone pool): the ceiling of any route that makes one Redis call, w
 route does. `--app redis-py` makes the same call through redis-py's pooled client, what
 Sentinel and Cluster pools use (and standalone pools did before store/pipelined.py).
 
-    .venv/bin/python benchmarks/trivial_app.py --port 7790 --workers 2
+    .venv/bin/python benchmarks/trivial_app.py --port 7790 --workers 2 [--http-server uvicorn]
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 
-from lmstfy_py import hypercorn_serve, listeners, server
-from lmstfy_py.config import PoolConfig, ServerConfig
+from lmstfy_py import listeners, server
+from lmstfy_py.config import HTTP_SERVERS, HttpServer, PoolConfig, ServerConfig
 from lmstfy_py.store import pools
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.store.scripts import Script
@@ -90,13 +92,13 @@ def starlette_app() -> Starlette:
     return Starlette(routes=[Route("/{path:path}", ok, methods=["GET", "PUT", "POST", "DELETE"])])
 
 
-async def serve_until_stopped(app: ASGIFramework, sock: socket.socket) -> None:
+async def serve_until_stopped(app: ASGIFramework, sock: socket.socket, http_server: HttpServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     server._tune_gc()  # same collector settings as a lmstfy-py worker
-    await hypercorn_serve.serve(app, server.hypercorn_config(ServerConfig()), sock, stop)
+    await server.serve_app(cast(ASGIApp, app), ServerConfig(http_server=http_server), sock, stop)
 
 
 def app_of(kind: str, redis_url: str) -> ASGIFramework:
@@ -105,13 +107,13 @@ def app_of(kind: str, redis_url: str) -> ASGIFramework:
     return cast(ASGIFramework, raw_app if kind == "raw" else starlette_app())
 
 
-def run_worker(kind: str, sock: socket.socket, redis_url: str = "") -> None:
+def run_worker(kind: str, sock: socket.socket, redis_url: str = "", http_server: HttpServer = "hypercorn") -> None:
     app = app_of(kind, redis_url)
     with asyncio.Runner(loop_factory=server._loop_factory()) as runner:
-        runner.run(serve_until_stopped(app, sock))
+        runner.run(serve_until_stopped(app, sock, http_server))
 
 
-def fork_worker(kind: str, sock: socket.socket, redis_url: str) -> int:
+def fork_worker(kind: str, sock: socket.socket, redis_url: str, http_server: HttpServer) -> int:
     die_with_parent = parent_death_hook()
     pid = os.fork()
     if pid:
@@ -121,17 +123,18 @@ def fork_worker(kind: str, sock: socket.socket, redis_url: str) -> int:
         if die_with_parent is not None:
             die_with_parent()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
-        run_worker(kind, listeners.listening(sock), redis_url)
+        run_worker(kind, listeners.listening(sock), redis_url, http_server)
         code = 0
     finally:
         os._exit(code)
 
 
-def supervise(kind: str, sock: socket.socket, workers: int, redis_url: str) -> None:
+def supervise(kind: str, sock: socket.socket, workers: int, redis_url: str, http_server: HttpServer) -> None:
     """Fork the workers, wait for SIGTERM/SIGINT, pass it on, reap them."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    pids = [fork_worker(kind, sock, redis_url) for _ in range(workers)]
-    print(f"trivial_app: {kind} on {listeners.url_of(sock)}, {workers} workers", file=sys.stderr, flush=True)
+    pids = [fork_worker(kind, sock, redis_url, http_server) for _ in range(workers)]
+    where = f"{listeners.url_of(sock)} ({http_server})"
+    print(f"trivial_app: {kind} on {where}, {workers} workers", file=sys.stderr, flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
@@ -148,6 +151,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--app", choices=["raw", "starlette", "redis", "redis-py"], default="raw")
     parser.add_argument("--redis-url", default="", help="for --app redis: the Redis to call")
+    parser.add_argument("--http-server", choices=HTTP_SERVERS, default="hypercorn")
     args = parser.parse_args()
     if args.app.startswith("redis") and not args.redis_url:
         parser.error(f"--app {args.app} needs --redis-url")
@@ -156,10 +160,11 @@ def main() -> None:
     else:
         sock = listeners.reserve(args.host, args.port, "trivial endpoint")
     if args.workers == 1:
-        print(f"trivial_app: {args.app} on {listeners.url_of(sock)}, 1 worker", file=sys.stderr, flush=True)
-        run_worker(args.app, sock, args.redis_url)
+        where = f"{listeners.url_of(sock)} ({args.http_server})"
+        print(f"trivial_app: {args.app} on {where}, 1 worker", file=sys.stderr, flush=True)
+        run_worker(args.app, sock, args.redis_url, args.http_server)
     else:
-        supervise(args.app, sock, args.workers, args.redis_url)
+        supervise(args.app, sock, args.workers, args.redis_url, args.http_server)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,11 @@ def version() -> None:
     metavar="POLICY",
     help="When the embedded Redis fsyncs its append-only file: everysec or always.  [default: always]",
 )
+@click.option(
+    "--http-server",
+    metavar="NAME",
+    help="The HTTP server of every worker: hypercorn or uvicorn (faster; the [fast] extra).  [default: hypercorn]",
+)
 @click.option("--access-log/--no-access-log", default=None, help="Log every request.  [default: off]")
 @click.option("-p", "--pid-file", metavar="FILE", help="Write the server's pid there; removed at exit.")
 @click.option(

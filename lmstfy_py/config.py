@@ -21,6 +21,7 @@ warning in `Config.warnings`, printed once at start.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import tomllib
@@ -48,6 +49,11 @@ PoolKind = Literal["standalone", "sentinel", "cluster"]
 PoolFormat = Literal["auto", "lmstfy-py", "lmstfy"]
 POOL_FORMATS = ("auto", "lmstfy-py", "lmstfy")
 FsyncPolicy = Literal["everysec", "always"]
+# The HTTP server of every worker: hypercorn (the default), or uvicorn with httptools (the [fast] extra).
+HttpServer = Literal["hypercorn", "uvicorn"]
+HTTP_SERVERS = ("hypercorn", "uvicorn")
+# What each server needs beyond the core dependencies, and where it comes from.
+_HTTP_SERVER_MODULES = {"hypercorn": (), "uvicorn": ("uvicorn", "httptools")}
 # "plain": lmstfy-py's own lines; "text" and "json": logrus's formatters, as lmstfy writes its logs.
 LogFormat = Literal["plain", "text", "json"]
 LOG_FORMATS = ("plain", "text", "json")
@@ -90,6 +96,8 @@ class ServerConfig:
     fsync: FsyncPolicy = "always"
     # lmstfy's -sv (a flag only, never from a file): /api requests need no valid token. Development only.
     skip_token_check: bool = False
+    # The HTTP server; both keep every promise of docs/API.md ("Connections"), uvicorn costs less per request.
+    http_server: HttpServer = "hypercorn"
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,7 @@ def load_config(
     workers: int | None = None,
     redis_url: str | None = None,
     fsync: str | None = None,
+    http_server: str | None = None,
 ) -> Config:
     """Read the TOML file at `path` (None: built-in defaults), then apply command-line flags.
 
@@ -174,6 +183,7 @@ def load_config(
     config = _read_file(path) if path is not None else Config()
     flags = {"host": host, "port": port, "admin_host": admin_host, "admin_port": admin_port, "workers": workers}
     flags["fsync"] = fsync
+    flags["http_server"] = http_server
     flags["data_dir"] = str(data_dir) if data_dir is not None else None
     given = {key: value for key, value in flags.items() if value is not None}
     if given:
@@ -341,10 +351,14 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         body_timeout=reader.integer("body_timeout", base.body_timeout, 1, MAX_CONNECTION_TIMEOUT),
         keep_alive_timeout=reader.integer("keep_alive_timeout", base.keep_alive_timeout, 1, MAX_CONNECTION_TIMEOUT),
         fsync=cast(FsyncPolicy, reader.choice("fsync", base.fsync, FSYNC_POLICIES)),
+        http_server=cast(HttpServer, reader.choice("http_server", base.http_server, HTTP_SERVERS)),
     )
     reader.finish()
     if server.port == server.admin_port:
         reader.fail("admin_port", f"must differ from port ({server.port})")
+    missing = [name for name in _HTTP_SERVER_MODULES[server.http_server] if importlib.util.find_spec(name) is None]
+    if missing:
+        reader.fail("http_server", f"{server.http_server} needs {', '.join(missing)}: pip install 'lmstfy-py[fast]'")
     return server
 
 

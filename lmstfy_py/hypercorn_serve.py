@@ -37,14 +37,10 @@ which is why it is one module, tested end to end (tests/test_http_hardening.py).
 
 from __future__ import annotations
 
-import array
 import asyncio
 import contextlib
-import fcntl
 import logging
 import socket
-import struct
-import termios
 
 from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
@@ -53,15 +49,9 @@ from hypercorn.events import Closed, Event, RawData, Updated
 from hypercorn.typing import AppWrapper, ASGIFramework, LifespanState
 from hypercorn.utils import wrap_app
 
-log = logging.getLogger(__name__)
+from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
 
-# How often the stop looks again for connections queued, and an idle connection that is closing for
-# the bytes of a request that has arrived; and for how long at most (each is taken at the next turn).
-_POLL_S = 0.005
-_QUEUED_WAIT_S = 0.5
-_UNREAD_WAIT_S = 1.0
-# struct tcp_info: 8 one-byte fields, then u32 rto, ato, snd_mss, rcv_mss, unacked.
-_TCPI_UNACKED_END = 28
+log = logging.getLogger(__name__)
 
 
 async def serve(app: ASGIFramework, config: Config, sock: socket.socket, shutdown: asyncio.Event) -> None:
@@ -87,33 +77,10 @@ async def serve(app: ASGIFramework, config: Config, sock: socket.socket, shutdow
         await shutdown.wait()
     finally:
         config.keep_alive_max_requests = 0
-        await _accept_queued(sock)
+        await accept_queued(sock)
         server.close()
         await context.terminated.set()
         await _wait_for(connections, config.graceful_timeout)
-
-
-async def _accept_queued(sock: socket.socket) -> None:
-    """Lets the server accept the connections the kernel has already queued on `sock`: their
-    requests may have arrived before the stop, and closing `sock` would reset them."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + _QUEUED_WAIT_S
-    while _queued_connections(sock) and loop.time() < deadline:
-        await asyncio.sleep(_POLL_S)
-
-
-def _queued_connections(sock: socket.socket) -> int:
-    """How many connections wait in `sock`'s accept queue (Linux's TCP_INFO; elsewhere 0)."""
-    tcp_info = getattr(socket, "TCP_INFO", None)
-    if tcp_info is None:
-        return 0
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, _TCPI_UNACKED_END)
-    except OSError:
-        return 0
-    # For a listening socket Linux reports its accept queue's length in tcpi_unacked.
-    queued: int = struct.unpack_from("I", info, _TCPI_UNACKED_END - 4)[0]
-    return queued
 
 
 async def _wait_for(connections: set[asyncio.Task[None]], timeout: float) -> None:
@@ -169,24 +136,12 @@ class _Connection(TCPServer):
                 await self.context.terminated.wait()
         # One turn first: a read loop woken in the same turn as this task handles its bytes.
         await asyncio.sleep(0)
-        deadline = asyncio.get_running_loop().time() + _UNREAD_WAIT_S
-        while self._unread_bytes() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(_POLL_S)
+        deadline = asyncio.get_running_loop().time() + UNREAD_WAIT_S
+        while unread_bytes(self.writer.get_extra_info("socket")) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(POLL_S)
         # A request's arrival cancels this task; never closing under a request must not rest on
         # that cancel alone (hypercorn's wait_for lost it).
         if self._serving:
             return
         self._closing = True
         await self._initiate_server_close()
-
-    def _unread_bytes(self) -> int:
-        """Bytes the kernel holds for this connection that the read loop has not taken yet."""
-        sock = self.writer.get_extra_info("socket")
-        if sock is None:
-            return 0
-        count = array.array("i", [0])
-        try:
-            fcntl.ioctl(sock.fileno(), termios.FIONREAD, count)
-        except OSError:  # closed meanwhile
-            return 0
-        return count[0]

@@ -50,6 +50,7 @@ class Runtime:
     schedulers: list[Scheduler] = field(default_factory=list)  # fire the recurring jobs
     health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
     collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
+    flusher: metrics.Flusher | None = None  # writes the counts of this process to the metrics files
     push: PushManager | None = None  # runs this process's push groups
     # Switched at run time by POST /accesslog on any process (admin/switches.py).
     access_log_switch: Switch | None = None
@@ -85,13 +86,13 @@ class Runtime:
         runtime.access_log_switch.start()
         if run_pumps:
             runtime.collector = metrics.Collector(pools)
+            runtime.flusher = metrics.Flusher()
             runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
             runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
             runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
             await runtime.push.start()
-            runtime.background = [runtime.collector, metrics.CommandFlusher(), runtime.rates, *runtime.health]
-            runtime.background += runtime.pumps
+            runtime.background = [runtime.flusher, runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
             movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
             runtime.background += [*runtime.schedulers, *movers, runtime.pushers]
             for part in runtime.background:
@@ -114,6 +115,7 @@ class Runtime:
         if self.push is not None:
             await self.push.stop()
         await self.pools.close()
+        metrics.flush()  # what was counted since the flusher's last turn (or with no flusher at all)
 
 
 class _LmstfyAdmin:

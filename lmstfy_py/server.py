@@ -1,7 +1,8 @@
 """Run the server: both apps in one event loop per process, and `--workers N` processes.
 
-One process (`run_worker`) runs the data app and the admin app as two hypercorn servers in one
-event loop around one Runtime (hypercorn_serve.py), and stops gracefully on SIGTERM or SIGINT:
+One process (`run_worker`) runs the data app and the admin app as two HTTP servers in one event
+loop around one Runtime: hypercorn (hypercorn_serve.py), or uvicorn with `--http-server uvicorn`
+(uvicorn_serve.py; the same guarantees, tested the same), and stops gracefully on SIGTERM or SIGINT:
 answer waiting long-polls, stop accepting, answer every request that has arrived, each with
 `Connection: close` (up to GRACEFUL_TIMEOUT), then stop the runtime.
 
@@ -28,13 +29,14 @@ import socket
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType
 from typing import cast
 
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from lmstfy_py import __version__, hypercorn_serve, logs, metrics
 from lmstfy_py.config import Config, ServerConfig
@@ -62,7 +64,7 @@ def startup_line(config: Config, listeners: Listeners, redis: str) -> str:
     workers = config.server.workers
     return (
         f"lmstfy-py {__version__}: data {url_of(listeners.data)}, admin {url_of(listeners.admin)}, "
-        f"redis {redis}, {workers} worker{'s' if workers > 1 else ''}"
+        f"redis {redis}, {workers} worker{'s' if workers > 1 else ''} ({config.server.http_server})"
     )
 
 
@@ -137,10 +139,19 @@ async def _answer_long_polls_on(shutdown: asyncio.Event, runtime: Runtime) -> No
 def _start_server(
     name: str, app: Starlette, sock: socket.socket, config: Config, shutdown: asyncio.Event
 ) -> asyncio.Task[None]:
+    return asyncio.create_task(serve_app(app, config.server, sock, shutdown), name=name)
+
+
+def serve_app(
+    app: ASGIApp, server: ServerConfig, sock: socket.socket, shutdown: asyncio.Event
+) -> Coroutine[None, None, None]:
+    """`app` served on `sock` by the server's HTTP server until `shutdown`, then stopped gracefully."""
+    if server.http_server == "uvicorn":
+        from lmstfy_py import uvicorn_serve  # an optional dependency: imported only when chosen
+
+        return uvicorn_serve.serve(uvicorn_serve.uvicorn_config(app, server, int(GRACEFUL_TIMEOUT)), sock, shutdown)
     # Starlette's ASGI types and hypercorn's are equivalent but spelled differently.
-    framework = cast(ASGIFramework, app)
-    run = hypercorn_serve.serve(framework, hypercorn_config(config.server), sock, shutdown)
-    return asyncio.create_task(run, name=name)
+    return hypercorn_serve.serve(cast(ASGIFramework, app), hypercorn_config(server), sock, shutdown)
 
 
 async def _until_stopped(servers: list[asyncio.Task[None]], shutdown: asyncio.Event) -> None:

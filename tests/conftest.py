@@ -1,5 +1,5 @@
 """Session-wide real Redis servers, and per-test URLs to them that start empty; real
-`lmstfy-py serve` processes (tests/servers.py) made per test.
+`lmstfy-py serve` processes (tests/servers.py) made per test, under the HTTP server of `http_server`.
 
 The Redis servers start once per session (about 20 ms each) and are stopped at the end even
 when tests fail; if the session itself is killed they die with it (PR_SET_PDEATHSIG, see
@@ -9,6 +9,7 @@ next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -24,7 +25,43 @@ from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
 from tests.servers import Server, started_together
 
-__all__ = ["free_port"]
+__all__ = ["EVERY_HTTP_SERVER", "free_port"]
+
+# What `lmstfy-py serve --http-server` takes. A test module naming them in its HTTP_SERVERS runs each of
+# its tests that start a server (through `http_server`) under each; the others run under the default.
+EVERY_HTTP_SERVER = ("hypercorn", "uvicorn")
+DEFAULT_HTTP_SERVER = "hypercorn"
+_NEEDS = {"uvicorn": ("uvicorn", "httptools")}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--http-server",
+        choices=EVERY_HTTP_SERVER,
+        help="every real server of the session under this one (default: a module's HTTP_SERVERS, else hypercorn)",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Runs the tests of a module with HTTP_SERVERS under each of those servers, unless --http-server chose one."""
+    servers = getattr(metafunc.module, "HTTP_SERVERS", ())
+    if "http_server" not in metafunc.fixturenames or metafunc.config.getoption("--http-server") or not servers:
+        return
+    params = [pytest.param(name, marks=_installed(name)) for name in servers]
+    metafunc.parametrize("http_server", params, scope="module")
+
+
+def _installed(name: str) -> pytest.MarkDecorator:
+    missing = [module for module in _NEEDS.get(name, ()) if importlib.util.find_spec(module) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"{name} needs {missing}: pip install -e '.[fast]'")
+
+
+@pytest.fixture(scope="session")
+def http_server(pytestconfig: pytest.Config) -> str:
+    """The HTTP server real servers run under: --http-server, else hypercorn (modules with HTTP_SERVERS
+    get each of theirs instead, see pytest_generate_tests)."""
+    chosen: str | None = pytestconfig.getoption("--http-server")
+    return chosen or DEFAULT_HTTP_SERVER
 
 
 @pytest.fixture(scope="session")
@@ -120,14 +157,14 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
 
 
 @pytest.fixture
-def make_server(tmp_path: Path) -> Iterator[Callable[[], Server]]:
+def make_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[], Server]]:
     """Builds `lmstfy-py serve` processes (not started) on one data dir and one pair of ports, so that a
     second one is the first restarted; cleans them all up."""
     made: list[Server] = []
     data_dir, port, admin_port = tmp_path / "data", free_port(), free_port()
 
     def make() -> Server:
-        server = Server(tmp_path, data_dir, port, admin_port)
+        server = Server(tmp_path, data_dir, port, admin_port, http_server=http_server)
         made.append(server)
         return server
 
@@ -161,9 +198,12 @@ async def standalone_runtime(redis_url: str) -> AsyncIterator[Runtime]:
 
 
 @pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, Server]]:
+def two_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
     """Two `lmstfy-py serve` processes on the standalone test Redis, started together."""
-    servers = (Server(tmp_path / "a", redis_url=redis_url), Server(tmp_path / "b", redis_url=redis_url))
+    servers = (
+        Server(tmp_path / "a", redis_url=redis_url, http_server=http_server),
+        Server(tmp_path / "b", redis_url=redis_url, http_server=http_server),
+    )
     with started_together(servers) as running:
         yield running[0], running[1]
 

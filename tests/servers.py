@@ -68,6 +68,8 @@ class Server:
     `config` is passed as `--config` (or `config_flag`: lmstfy's `-c`); its pools may or may not
     include an embedded one. With `own_flags=False` the command line is only the config file and
     `args`, as an operator would write it: the file must name the ports given here.
+    `http_server` is passed as `--http-server` when given (tests get it from the `http_server`
+    fixture, tests/conftest.py).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class Server:
         config_flag: str = "--config",
         args: Sequence[str] = (),
         own_flags: bool = True,
+        http_server: str | None = None,
     ) -> None:
         self.workdir = workdir
         self.data_dir = data_dir or workdir / "data"
@@ -92,7 +95,7 @@ class Server:
         self.own_flags = own_flags
         self.port = port or free_port()
         self.admin_port = admin_port or free_port()
-        self.args = list(args)
+        self.args = [*args, "--http-server", http_server] if http_server else list(args)
         name = f"server-{self.port}-{time.monotonic_ns()}"
         self.stdout_path = workdir / f"{name}.out"
         self.stderr_path = workdir / f"{name}.err"

@@ -118,6 +118,11 @@ def test_example_file_parses_with_and_without_its_commented_settings(tmp_path: P
     assert config.accounts == {"admin": "change-me"}
 
 
+def test_http_server(tmp_path: Path) -> None:
+    assert ServerConfig().http_server == "hypercorn"
+    assert load_config(write(tmp_path, '[server]\nhttp_server = "uvicorn"\n')).server.http_server == "uvicorn"
+
+
 def test_connection_timeouts(tmp_path: Path) -> None:
     assert (ServerConfig().body_timeout, ServerConfig().keep_alive_timeout) == (30, 5)
     server = load_config(write(tmp_path, "[server]\nbody_timeout = 2\nkeep_alive_timeout = 75\n")).server
@@ -143,6 +148,10 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server]\nport = 7777.0\n", "[server] port: expected an integer, got a float"),
         ("[server]\nport = 70000\n", "[server] port: must be between 1 and 65535, got 70000"),
         ("[server]\nworkers = true\n", "[server] workers: expected an integer, got a boolean"),
+        (
+            '[server]\nhttp_server = "granian"\n',
+            '[server] http_server: expected "hypercorn" or "uvicorn", got "granian"',
+        ),
         ("[server]\naccess_log = 1\n", "[server] access_log: expected true or false, got an integer"),
         ('[server]\nfsync = "no"\n', '[server] fsync: expected "everysec" or "always", got "no"'),
         ("[server]\nfsync = true\n", "[server] fsync: expected a string, got a boolean"),
@@ -232,8 +241,11 @@ def test_command_line_flags_win_over_the_file(tmp_path: Path) -> None:
         data_dir=tmp_path / "data",
         workers=2,
         fsync="everysec",
+        http_server="uvicorn",
     )
-    assert config.server == ServerConfig("::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True, fsync="everysec")
+    assert config.server == ServerConfig(
+        "::", 9000, "0.0.0.0", 9001, 2, str(tmp_path / "data"), True, fsync="everysec", http_server="uvicorn"
+    )
     assert set(config.pools) == {"default", "new", "sentinel-1", "big_cluster"}
 
 
@@ -257,6 +269,7 @@ def test_redis_url_flag_replaces_every_pool(tmp_path: Path) -> None:
         ({"workers": 0}, "command line: --workers: must be between 1 and 256, got 0"),
         ({"data_dir": ""}, "command line: --data-dir: must not be empty"),
         ({"fsync": "ALWAYS"}, 'command line: --fsync: expected "everysec" or "always", got "ALWAYS"'),
+        ({"http_server": "Uvicorn"}, 'command line: --http-server: expected "hypercorn" or "uvicorn", got "Uvicorn"'),
         ({"redis_url": "localhost:6379"}, "command line: --redis-url: expected a redis://, rediss:// or unix://"),
     ],
 )

@@ -8,10 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks import crash_test
+from tests.conftest import EVERY_HTTP_SERVER
+
+HTTP_SERVERS = EVERY_HTTP_SERVER
 
 
-async def test_no_job_is_lost_when_the_server_is_killed(tmp_path: Path) -> None:
-    report = await crash_test.run(tmp_path, crash_test.Settings(kills=5, interval=1.0, drain_timeout=40))
+async def test_no_job_is_lost_when_the_server_is_killed(tmp_path: Path, http_server: str) -> None:
+    settings = crash_test.Settings(kills=5, interval=1.0, drain_timeout=40)
+    report = await crash_test.run(tmp_path, settings, http_server)
     assert report.starts == 6
     assert report.published > 100  # enough load that kills land amid requests
     assert report.missing == []

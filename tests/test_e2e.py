@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import make_server
+from tests.conftest import EVERY_HTTP_SERVER, make_server
 from tests.servers import (
     NS,
     QUEUE,
@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 STOP_TIMEOUT = 5.0
+# Every test here that starts a server runs under each HTTP server `serve` offers.
+HTTP_SERVERS = EVERY_HTTP_SERVER
 
 
 def publish(client: httpx.Client, token: str, body: bytes) -> str:
@@ -80,9 +82,10 @@ def stop_gracefully(server: Server) -> None:
     assert not alive(server.redis_pid)
 
 
-def test_jobs_and_tokens_survive_a_graceful_restart(make_server: Callable[[], Server]) -> None:
+def test_jobs_and_tokens_survive_a_graceful_restart(make_server: Callable[[], Server], http_server: str) -> None:
     server = make_server().start()
     assert f"data {server.data_url}" in server.stderr()
+    assert f"({http_server})" in server.stderr()  # the HTTP server the test asked for runs
     assert "redis embedded in" in server.stderr()
     token = create_token(server)
     with httpx.Client(base_url=server.data_url, timeout=5) as client:

@@ -22,9 +22,13 @@ import pytest
 import redis
 
 from lmstfy_py.store.embedded import LOG_FILE, SOCKET_FILE, ping
+from tests.conftest import EVERY_HTTP_SERVER
 from tests.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_server, redis_pids
 
 __all__ = ["make_server"]  # the fixture, imported to be used here
+
+# The server's life with its embedded Redis (start, Redis deaths, SIGTERM), under each HTTP server.
+HTTP_SERVERS = EVERY_HTTP_SERVER
 
 WATCHER = "lmstfy_py.store.embedded_watcher"
 # The guarantees: a dead Redis noticed within 1 s, serving again within 2 s of the new

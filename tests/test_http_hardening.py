@@ -1,10 +1,11 @@
-"""How connections end, on real `lmstfy-py serve` processes, seen through raw sockets.
+"""How connections end, on real `lmstfy-py serve` processes, seen through raw sockets, under each
+HTTP server `serve` offers.
 
 A client library would hide what is tested here (it follows redirects, reconnects, reads ahead,
 drops a `Connection` header): the body deadline (408), a refused body (413) closing its
-connection without the server reading the rest, no redirect for any spelling of a path, the
-keep-alive idle timeout, and a SIGTERM, idle or under load, answering every request that had
-arrived.
+connection without the server reading the rest, malformed requests and oversized heads refused
+by the HTTP server itself (400, 431), no redirect for any spelling of a path, the keep-alive idle
+timeout, and a SIGTERM, idle or under load, answering every request that had arrived.
 """
 
 from __future__ import annotations
@@ -26,11 +27,15 @@ import pytest
 import redis
 
 from lmstfy_py.store import keys
+from tests.conftest import EVERY_HTTP_SERVER
 from tests.redis_procs import free_port
 from tests.servers import NS, QUEUE, Server, create_token
 from tests.test_e2e import make_server
 
 __all__ = ["make_server"]  # the fixture, shared with test_e2e
+
+# Every test here runs under each HTTP server `serve` offers: they keep the same promises.
+HTTP_SERVERS = EVERY_HTTP_SERVER
 
 BODY_TIMEOUT_S = 2  # configured below; the default is 30
 KEEP_ALIVE_S = 2  # configured below; the default is 5
@@ -96,10 +101,10 @@ def write_config(path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def server(tmp_path_factory: pytest.TempPathFactory, http_server: str) -> Iterator[Server]:
     """One server with short deadlines for the tests that leave it running."""
     tmp_path = tmp_path_factory.mktemp("hardening")
-    started = Server(tmp_path, tmp_path / "data", free_port(), free_port())
+    started = Server(tmp_path, tmp_path / "data", free_port(), free_port(), http_server=http_server)
     try:
         started.start("--config", str(write_config(tmp_path / "lmstfy.toml")))
         yield started
@@ -257,6 +262,64 @@ def test_sigterm_after_a_413_stops_at_once_without_a_traceback(make_server: Call
     assert stopped_in < STOP_WITHIN_S
     assert "Traceback" not in server.stderr()
     assert "cut off" not in server.stderr()
+
+
+# -- requests the HTTP server refuses before the app sees them ----------------------------------
+
+MALFORMED = {
+    "not HTTP": b"BLAH\r\n\r\n",
+    "a Content-Length that is no number": head("PUT", f"/api/{NS}/{QUEUE}", "Content-Length: abc"),
+    "a header name with a space": head("GET", f"/api/{NS}/{QUEUE}/size", "Bad Header: y"),
+    "a chunk size that is no number": head("PUT", f"/api/{NS}/{QUEUE}", "Transfer-Encoding: chunked") + b"zz\r\n",
+}
+# The server's own answer (docs/API.md, Connections): hypercorn's has no body, ours under uvicorn a JSON error.
+REFUSED_BODY = {"hypercorn": b"", "uvicorn": b'{"error":"invalid HTTP request"}'}
+HEAD_TOO_LARGE_BODY = {"hypercorn": b"", "uvicorn": b'{"error":"request head too large"}'}
+MAX_HEAD = 16 * 1024
+
+
+@pytest.mark.parametrize("request_bytes", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_request_gets_400_and_its_connection_closed(
+    server: Server, token: str, http_server: str, request_bytes: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(request_bytes)
+        answer = read_answer(sock)
+        assert (answer.status, answer.body) == (400, REFUSED_BODY[http_server])
+        assert answer.headers["connection"] == "close"
+        assert closed_by_server(sock, LATE_S)
+    assert publish_works(server, token)
+
+
+def send_until_answered(sock: socket.socket, pieces: Iterator[bytes]) -> None:
+    """Sends `pieces` a few ms apart (separate reads for the server) until the server answers or closes."""
+    for piece in pieces:
+        if select.select([sock], [], [], 0.02)[0]:
+            return
+        try:
+            sock.sendall(piece)
+        except OSError:  # it answered and closed while this piece was on its way
+            return
+
+
+def test_a_request_head_over_16_kib_gets_431_and_its_connection_closed(
+    server: Server, token: str, http_server: str
+) -> None:
+    start = head("GET", f"/api/{NS}/{QUEUE}/size", "X-Padding: ").removesuffix(b"\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        send_until_answered(sock, iter([start, *[b"x" * 4096] * 64]))  # up to 256 KiB, never ended
+        answer = read_answer(sock)
+        assert (answer.status, answer.body) == (431, HEAD_TOO_LARGE_BODY[http_server])
+        assert answer.headers["connection"] == "close"
+    assert publish_works(server, token)
+
+
+def test_a_request_head_under_16_kib_is_served(server: Server) -> None:
+    padding = "x" * (MAX_HEAD - 1024)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        request = head("GET", f"/api/{NS}/{QUEUE}/size", f"X-Padding: {padding}")
+        send_until_answered(sock, iter([request[i : i + 4096] for i in range(0, len(request), 4096)]))
+        assert read_answer(sock).status == 200
 
 
 # -- no redirects --------------------------------------------------------------------------------
@@ -457,9 +520,11 @@ def stored_job_ids(redis_url: str) -> list[str]:
 
 
 @pytest.mark.parametrize("run", range(3))
-async def test_sigterm_under_load_answers_every_request_that_arrived(tmp_path: Path, redis_url: str, run: int) -> None:
+async def test_sigterm_under_load_answers_every_request_that_arrived(
+    tmp_path: Path, redis_url: str, http_server: str, run: int
+) -> None:
     # On the test Redis (--redis-url), which outlives the server and can be inspected after.
-    server = Server(tmp_path, redis_url=redis_url).start("--workers", "2")
+    server = Server(tmp_path, redis_url=redis_url, http_server=http_server).start("--workers", "2")
     try:
         token = create_token(server)
         publishers = await SigtermRace(server, token).run(load_s=1.0)

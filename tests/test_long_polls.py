@@ -14,15 +14,20 @@ from pathlib import Path
 import httpx
 
 from benchmarks import bench_longpolls
+from tests.conftest import EVERY_HTTP_SERVER
 from tests.test_e2e import NS, QUEUE, Server, create_token, make_server
 
 __all__ = ["make_server"]  # the fixture, shared with test_e2e
 
+HTTP_SERVERS = EVERY_HTTP_SERVER  # long-polls at scale and at a stop, under each HTTP server `serve` offers
+
 WAITERS = 2000
 
 
-async def test_two_thousand_long_polls_share_a_bounded_set_of_redis_connections(tmp_path: Path) -> None:
-    report = await bench_longpolls.run(tmp_path, WAITERS)
+async def test_two_thousand_long_polls_share_a_bounded_set_of_redis_connections(
+    tmp_path: Path, http_server: str
+) -> None:
+    report = await bench_longpolls.run(tmp_path, WAITERS, http_server=http_server)
     assert report.accepted == WAITERS  # all of them held open while Redis's clients were counted
     assert report.blocked == 1, report  # one shared BRPOP for the 2,000 waiters
     assert report.redis_connections <= 140, report  # the request pool's 128 and a few more, not one per waiter

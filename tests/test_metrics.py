@@ -21,11 +21,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import Counter, Histogram
 from redis.exceptions import ResponseError
 
 from lmstfy_py import metrics, tasks
 from lmstfy_py.config import Config, PoolConfig
-from lmstfy_py.metrics import multiproc, recording
+from lmstfy_py.metrics import multiproc, pending, recording
 from lmstfy_py.metrics.families import PUBLISH_QUEUE_JOBS
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import pools
@@ -34,6 +35,8 @@ from lmstfy_py.web import create_admin_app
 from tests.conftest import client_for
 from tests.servers import Server
 
+# What a loaded machine may add to a worker's flush interval before a scrape must see its counts.
+FLUSH_LATE_S = 0.5
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -233,6 +236,30 @@ async def test_a_metric_that_cannot_be_written_fails_no_request(
     monkeypatch.setattr(recording, "series", disk_full)
     job_id = await publish(data, f"/api/{ns}/q", headers)  # 201, not a 503 that a client would retry
     assert await consume(data, f"/api/{ns}/q", headers) == job_id
+
+
+def test_buffered_counts_write_what_prometheus_client_would() -> None:
+    """A request counts into metrics/pending.py's buffers; a flush must leave the files as if each count
+    had been written at once, every value in the bucket prometheus-client would have put it in."""
+    bounds = (1.0, 5.0, 10.0)
+    direct, buffered = (Histogram(f"h_{name}", "h", ["k"], buckets=bounds, registry=None) for name in ("a", "b"))
+    values = [0.0, -1.0, 1.0, 1.0000001, 4.99, 5.0, 10.0, 10.5, 1e9]
+    expected, flushed = direct.labels("x"), pending.buffered(buffered, buffered.labels("x"))
+    for value in values:
+        expected.observe(value)
+        flushed.observe(value)
+    counters = [Counter(f"c_{name}", "c", registry=None) for name in ("a", "b")]
+    counters[0].inc(3.5)
+    buffered_counter = pending.buffered(counters[1], counters[1])
+    buffered_counter.inc(1)
+    buffered_counter.inc(2.5)
+    assert [bucket.get() for bucket in buffered.labels("x")._buckets] == [0.0] * 4  # nothing written yet
+    metrics.flush()
+    assert [b.get() for b in buffered.labels("x")._buckets] == [b.get() for b in expected._buckets] == [3, 3, 1, 2]
+    assert buffered.labels("x")._sum.get() == pytest.approx(expected._sum.get())
+    assert counters[1]._value.get() == counters[0]._value.get() == 3.5
+    metrics.flush()  # nothing new: nothing written twice
+    assert counters[1]._value.get() == 3.5
 
 
 async def test_the_exposition_speaks_like_lmstfys_go_client(
@@ -520,6 +547,8 @@ def test_every_scrape_of_two_workers_adds_up_both(server: Server, tmp_path: Path
         with httpx.Client(base_url=server.data_url, timeout=5) as client:
             assert client.put("/api/mp/q", params={"token": token}, content=b"x").status_code == 201
         published += 1
+    # Each worker writes what it counted every FLUSH_S (metrics/pending.py): after that, any scrape is whole.
+    time.sleep(metrics.FLUSH_S + FLUSH_LATE_S)
     for _ in range(6):  # whichever worker answers, it reports the whole server
         with httpx.Client(base_url=server.admin_url, timeout=5) as client:
             scraped = Scrape(client.get("/metrics").text)

@@ -82,7 +82,7 @@ def test_bench_app(redis_url: str) -> None:
     out = ok(
         run("benchmarks/bench_app.py", "--redis-url", redis_url, "--callers", "4", "--requests", "40", "--rounds", "1")
     )
-    for route in ("publish", "GET size (no token check)", "404 (no route)"):
+    for route in ("publish", "consume + ACK (per request)", "GET size (no token check)", "404 (no route)"):
         assert re.search(rf"{re.escape(route)} +[\d.]+ µs CPU per request", out), out
 
 

@@ -20,8 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import EVERY_HTTP_SERVER
 from tests.redis_procs import RedisProcess
 from tests.servers import NS, QUEUE, Server, create_token
+
+HTTP_SERVERS = EVERY_HTTP_SERVER  # the promises below hold under each HTTP server `serve` offers
 
 FREEZE_S = 8.0  # longer than the old 5 s timeout plus its retry's, shorter than a CI minute
 ANSWER_WITHIN_S = 3.0
@@ -48,9 +51,9 @@ def redis(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 @pytest.fixture
-def server(tmp_path: Path, redis: RedisProcess) -> Iterator[Server]:
+def server(tmp_path: Path, redis: RedisProcess, http_server: str) -> Iterator[Server]:
     # --workers left at its default, the CPU count: every worker says it once.
-    with Server(tmp_path, redis_url=redis.url) as started:
+    with Server(tmp_path, redis_url=redis.url, http_server=http_server) as started:
         yield started.start()
 
 
@@ -131,11 +134,11 @@ async def first_success(data: httpx.AsyncClient, params: dict[str, str]) -> floa
     pytest.fail("the server did not serve again within 10 s of Redis answering")
 
 
-def test_a_server_started_before_its_redis_logs_one_line_until_redis_comes(tmp_path: Path) -> None:
+def test_a_server_started_before_its_redis_logs_one_line_until_redis_comes(tmp_path: Path, http_server: str) -> None:
     """Unreachable at start: the server starts, answers /ready 503, and says so once per process and
     change, not once per retry of each background loop."""
     redis = RedisProcess(tmp_path / "redis")  # its port is chosen, nothing listens there yet
-    server = Server(tmp_path, redis_url=redis.url)
+    server = Server(tmp_path, redis_url=redis.url, http_server=http_server)
     try:
         server.start()
         time.sleep(2.0)

@@ -2,9 +2,11 @@
 
 Every process writes its samples to files in one directory (prometheus-client's multiprocess
 mode) and GET /metrics merges the files of all of them, so a scrape that reaches any worker
-sees the whole server. `server.run` makes a fresh directory before it forks the workers and
-removes it at exit; a process that never called it (tests, embedding) makes a private one on
-first use. Either way the directory must be chosen before the first sample is written.
+sees the whole server: its own counts exact, the other workers' as of their last flush, at
+most FLUSH_S (1 s) old (pending.py: counts are kept in the process and written in batches).
+`server.run` makes a fresh directory before it forks the workers and removes it at exit; a
+process that never called it (tests, embedding) makes a private one on first use. Either way the
+directory must be chosen before the first sample is written.
 
 lmstfy's families keep its exact names, types, labels and buckets (dashboards keep working);
 its counters are exposed without a `_total` suffix, as the Go client does:
@@ -33,6 +35,7 @@ template, method, status.
 from lmstfy_py.metrics.collector import Collector
 from lmstfy_py.metrics.exposition import CONTENT_TYPE, exposition
 from lmstfy_py.metrics.multiproc import DIR_PREFIX, directory, new_directory, remove_directory
+from lmstfy_py.metrics.pending import FLUSH_S, Flusher, flush
 from lmstfy_py.metrics.process import register as register_process
 from lmstfy_py.metrics.recording import (
     EngineMetrics,
@@ -42,17 +45,18 @@ from lmstfy_py.metrics.recording import (
     pushed,
     rate_limit_hit,
 )
-from lmstfy_py.metrics.redis_commands import CommandFlusher, flush_redis_commands, redis_command_counter
+from lmstfy_py.metrics.redis_commands import redis_command_counter
 
 __all__ = [
     "CONTENT_TYPE",
     "DIR_PREFIX",
+    "FLUSH_S",
     "Collector",
-    "CommandFlusher",
     "EngineMetrics",
+    "Flusher",
     "directory",
     "exposition",
-    "flush_redis_commands",
+    "flush",
     "new_directory",
     "observe_lmstfy_request",
     "observe_request",

@@ -1,7 +1,8 @@
 """Recording: the calls the web layer and the engine make to count what happened.
 
-Every call is cheap (a cached child, no label validation) and never raises: a metric that
-cannot be written must not fail the job operation it counts.
+Every call is cheap (a cached child, no label validation, counts kept in the process and written
+about once a second: metrics/pending.py) and never raises: a metric that cannot be written must
+not fail the job operation it counts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec
 
 from lmstfy_py import ids
+from lmstfy_py.metrics import pending
 from lmstfy_py.metrics.families import (
     CONSUME_JOBS,
     CONSUME_MULTI_JOBS,
@@ -64,14 +66,14 @@ def labels_for(family: Any, labels: tuple[str, ...]) -> tuple[str, ...]:
 
 def series(family: Any, *labels: str) -> Any:
     """family.labels(*labels) within the family's cap, minus prometheus-client's validation and lock
-    on every call: this runs per request."""
+    on every call: this runs per request. Counters and histograms come buffered (pending.py)."""
     key = (id(family), labels)
     child = _children.get(key)
     if child is None:
         key = (id(family), labels_for(family, labels))
         child = _children.get(key)
         if child is None:
-            child = _children[key] = family.labels(*key[1])
+            child = _children[key] = pending.buffered(family, family.labels(*key[1]))
             _made[id(family)] += 1
     return child
 

@@ -10,6 +10,7 @@ timer pump), wired in Runtime.start.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,9 +76,18 @@ def _text(value: Any) -> str | None:
     return None if value is None else bytes(value).decode("utf-8", "replace")
 
 
-def _queue_keys(ns: str, queue: str) -> list[str]:
+# Built once per queue rather than per request (the same strings for every job of a queue); bounded so
+# that clients naming endless queues cannot grow it.
+@functools.lru_cache(maxsize=4096)
+def _queue_keys(ns: str, queue: str) -> tuple[str, ...]:
     """A queue's ready list, priority set, wake list and meta hash, as the scripts take them."""
-    return [keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)]
+    return keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)
+
+
+@functools.lru_cache(maxsize=4096)
+def _publish_keys(ns: str, queue: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The keys of a publish that do not depend on the job: those before its tombstone, those after."""
+    return (keys.timer(ns), keys.queues(ns)), (*_queue_keys(ns, queue), keys.dead(ns, queue))
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +186,8 @@ class Engine:
     def _publish_call(
         self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None
     ) -> ScriptCall:
-        call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), keys.queues(ns), keys.tombstone(ns, queue, job_id)]
-        call_keys += [*_queue_keys(ns, queue), keys.dead(ns, queue)]
+        before, after = _publish_keys(ns, queue)
+        call_keys = [keys.job(ns, queue, job_id), *before, keys.tombstone(ns, queue, job_id), *after]
         due = now + job.delay_ms if job.delay_ms > 0 else 0
         backoff = job.backoff.spec() if job.backoff else ""
         args: list[Arg] = [encode_data(job.body, job.attributes), job.ttl_ms, due, job.tries, ns, queue, job_id]

@@ -10,6 +10,8 @@ from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueStats, Released
 
+JSON = "application/json"
+
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
@@ -45,9 +47,12 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
 
 
 def published(result: Published) -> Response:
+    # A job id (ours, or one a business chose: ids.is_acceptable) needs no JSON escaping: the body is
+    # put together without json.dumps, the same compact bytes JSONResponse would give.
     if not result.created:
-        return JSONResponse({"msg": "duplicate", "job_id": result.job_id})
-    return JSONResponse({"msg": "published", "job_id": result.job_id}, status_code=201)
+        body = b'{"msg":"duplicate","job_id":"' + result.job_id.encode() + b'"}'
+        return Response(body, media_type=JSON)
+    return Response(b'{"msg":"published","job_id":"' + result.job_id.encode() + b'"}', 201, media_type=JSON)
 
 
 def published_many(results: Sequence[Published], ids_given: bool) -> Response:

@@ -33,7 +33,7 @@ _PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
 
 
 async def scrape(request: Request) -> Response:
-    metrics.flush_redis_commands()  # this process's tallies (on the loop's thread: they hold no lock)
+    metrics.flush()  # this process's counts, exact; the other workers' as of their last flush
     # Reading every worker's files is file I/O: off the event loop, so requests keep flowing.
     body = await asyncio.to_thread(metrics.exposition)
     return Response(body, headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -27,8 +27,12 @@ NS = "retries"
 
 @pytest.fixture
 def server(tmp_path: Path, redis_url: str) -> Iterator[Server]:
-    """A server on the session's external Redis, which a test may stop (the next test's redis_url restarts it)."""
-    with Server(tmp_path, redis_url=redis_url) as running:
+    """A server on the session's external Redis, which a test may stop (the next test's redis_url restarts it).
+
+    One worker: the requests it saw are counted by its metrics, which a scrape reads exactly only from the
+    worker that counted them (another worker's counts reach the files within a second: metrics/pending.py).
+    """
+    with Server(tmp_path, redis_url=redis_url, args=["--workers", "1"]) as running:
         yield running.start()
 
 

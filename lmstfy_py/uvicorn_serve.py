@@ -1,0 +1,246 @@
+"""uvicorn (httptools' C parser) serving one listening socket with hypercorn_serve.py's guarantees:
+`lmstfy-py serve --http-server uvicorn`, the faster HTTP path (docs/PERFORMANCE.md).
+
+uvicorn 0.54's own behaviour differs from what lmstfy-py promises (docs/API.md, Connections) in
+these ways, each changed here:
+
+- Its keep-alive timer runs only between requests, and any byte received stops it: a connection
+  that never sends a request, or sends half a head, is held for ever. Here a connection waiting
+  for a request's head is closed `keep_alive_timeout` after it began to wait, head complete or not.
+- Its idle close, and its close of idle connections at a stop, reset a request whose bytes had
+  arrived but were not read yet. Here, as in hypercorn_serve.py, a connection is closed only when
+  no request is being served and the kernel holds no unread bytes for it (waited for up to 1 s).
+- At a stop it closes the listening socket first, resetting connections the kernel had queued
+  with their requests. Here those are accepted and served first (socket_queues.accept_queued).
+- A request whose head arrives after the stop began is answered with keep-alive (then closed
+  without notice). Here every answer from the stop on says `Connection: close`.
+- httptools buffers a request head of any size. Here a head over 16 KiB (h11's limit under
+  hypercorn) is answered 431, and a head httptools cannot parse gets a JSON 400 instead of
+  uvicorn's plain-text one; both close the connection.
+
+What stays uvicorn's: the request/response cycle (RequestResponseCycle), flow control, pipelining,
+`Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
+(its tick loop) and nothing else: no signal handlers (server.py owns them), no lifespan (the apps
+do not use one), no logging configuration (logs.py owns it), no proxy-header rewriting (hypercorn
+does none either), no access log (web/accesslog.py has one). This module leans on
+HttpToolsProtocol's internals (`cycle`, `pipeline`, `parser` callbacks, `send_400_response`), which
+is why the uvicorn version is pinned in pyproject.toml and every suite about connections runs
+under both servers (tests/conftest.py, `http_server`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from lmstfy_py.config import ServerConfig
+from lmstfy_py.listeners import BACKLOG
+from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
+
+log = logging.getLogger(__name__)
+
+# h11's max_incomplete_event_size, what hypercorn answers 431 beyond.
+MAX_HEAD_BYTES = 16 * 1024
+BAD_REQUEST = b'{"error":"invalid HTTP request"}'
+HEAD_TOO_LARGE = b'{"error":"request head too large"}'
+_WAIT_S = 0.05  # how often the stop looks whether every connection is gone
+_CANCEL_WAIT_S = 1.0  # for the requests cut off to end (server.py's own fallback comes after STOP_MARGIN)
+
+
+async def serve(config: uvicorn.Config, sock: socket.socket, shutdown: asyncio.Event) -> None:
+    """Serve `config`'s app on the listening `sock` until `shutdown` is set, then stop gracefully (for
+    config.timeout_graceful_shutdown seconds at most) as hypercorn_serve.serve does."""
+    config.load()
+    runner = _Server(config)
+    runner.lifespan = config.lifespan_class(config)
+    # The server owns `sock` from here: closing it at the stop is what refuses new connections.
+    await runner.startup(sockets=[sock])
+    ticking = asyncio.create_task(runner.main_loop(), name="uvicorn-date-header")
+    try:
+        await shutdown.wait()
+    finally:
+        runner.should_exit = True
+        await _stop(runner, sock, config.timeout_graceful_shutdown or 0)
+        await ticking
+
+
+def uvicorn_config(app: ASGIApp, server: ServerConfig, graceful_timeout: int) -> uvicorn.Config:
+    """One server's uvicorn settings: ours wherever they are uvicorn's to apply."""
+    # Its warnings are about clients (each malformed request, each upgrade asked for): not the log's business.
+    logging.getLogger("uvicorn.error").setLevel(logging.ERROR)
+    return uvicorn.Config(
+        app,
+        http=_Connection,
+        loop="none",  # server.py made the loop
+        lifespan="off",
+        ws="none",
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        backlog=BACKLOG,
+        timeout_keep_alive=server.keep_alive_timeout,
+        timeout_graceful_shutdown=graceful_timeout,
+    )
+
+
+class _State(ServerState):
+    """uvicorn's per-server state, and whether the server is stopping (connections accepted during the
+    stop are told at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+
+
+class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.server_state = _State()
+
+
+async def _stop(runner: _Server, sock: socket.socket, graceful_timeout: float) -> None:
+    state = runner.server_state
+    assert isinstance(state, _State)
+    state.stopping = True
+    for connection in list(state.connections):
+        connection.shutdown()
+    await accept_queued(sock)
+    for listening in runner.servers:
+        listening.close()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + graceful_timeout
+    while (state.connections or state.tasks) and loop.time() < deadline:
+        await asyncio.sleep(_WAIT_S)
+    if state.connections or state.tasks:
+        log.warning("%d connection(s) still busy after %gs: cut off", len(state.connections), graceful_timeout)
+        _cut_off(state)
+        if state.tasks:
+            await asyncio.wait(set(state.tasks), timeout=_CANCEL_WAIT_S)
+
+
+def _cut_off(state: ServerState) -> None:
+    for connection in list(state.connections):
+        if isinstance(connection, _Connection):
+            connection.transport.abort()
+    for task in state.tasks:
+        task.cancel()
+
+
+class _Connection(HttpToolsProtocol):
+    """One client connection: uvicorn's, with the head deadline, the careful idle close and the stop of
+    the module docstring."""
+
+    def __init__(
+        self, config: uvicorn.Config, server_state: ServerState, app_state: dict[str, Any], **more: Any
+    ) -> None:
+        super().__init__(config, server_state, app_state, **more)
+        self._head_timer: asyncio.TimerHandle | None = None  # while a request's head is awaited
+        self._in_head = False  # from a message's first byte to the end of its head
+        self._head_bytes = 0
+
+    @property
+    def _stopping(self) -> bool:
+        return isinstance(self.server_state, _State) and self.server_state.stopping
+
+    def _serving(self) -> bool:
+        """From a request's head to the end of its answer (pipelined requests included)."""
+        return (self.cycle is not None and not self.cycle.response_complete) or bool(self.pipeline)
+
+    # -- connection events ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if self._stopping:
+            self.shutdown()
+        else:
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        was_in_head = self._in_head
+        super().data_received(data)
+        # Counted only for reads that began and ended inside one head: at most one read (256 KiB,
+        # uvloop's) of a head escapes the count, which keeps the bound without knowing where in a
+        # read a pipelined request's head began.
+        if was_in_head and self._in_head and not self.transport.is_closing():
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._refuse(431, HEAD_TOO_LARGE)
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, BAD_REQUEST)
+
+    def _refuse(self, status: int, body: bytes) -> None:
+        """Answers `status` with a JSON `body` and closes the connection (no request reached the app)."""
+        self._cancel_head_timer()
+        phrase = b"Bad Request" if status == 400 else b"Request Header Fields Too Large"
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, phrase)]
+        head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+    # -- parser callbacks ----------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head, self._head_bytes = True, 0
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._cancel_head_timer()
+        super().on_headers_complete()
+        if self._stopping and self.cycle is not None:
+            self.cycle.keep_alive = False  # its answer says Connection: close and ends the connection
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        # uvicorn armed its keep-alive timer, which any byte received would stop: ours runs instead.
+        self._unset_keepalive_if_required()
+        if not self.transport.is_closing() and not self._serving():
+            self._await_head()
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """The server is stopping: a busy connection ends after its answer, an idle one now (once the
+        requests whose bytes have arrived are read: then they are served like the others)."""
+        if self._serving():
+            for cycle in (self.cycle, *(queued for queued, _ in self.pipeline)):
+                cycle.keep_alive = False
+            return
+        self._cancel_head_timer()
+        self._close_when_idle(asyncio.get_running_loop().time() + UNREAD_WAIT_S)
+
+    def _await_head(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self.loop.call_later(self.timeout_keep_alive, self._head_timeout)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        self._close_when_idle(self.loop.time() + UNREAD_WAIT_S)
+
+    def _close_when_idle(self, deadline: float) -> None:
+        if self.transport.is_closing() or self._serving():
+            return
+        if unread_bytes(self.transport.get_extra_info("socket")) and self.loop.time() < deadline:
+            # The read comes in a moment: a complete head cancels this, half a head meets the next look.
+            self._head_timer = self.loop.call_later(POLL_S, self._close_when_idle, deadline)
+            return
+        self.transport.close()
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None

@@ -141,9 +141,10 @@ def test_crash_test() -> None:
 
 @pytest.fixture
 def trivial_app(request: pytest.FixtureRequest, redis_url: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    app, workers = request.param
+    app, workers, http_server = request.param
     port = free_port()
     args = ["--port", str(port), "--app", app, "--workers", str(workers), "--redis-url", redis_url]
+    args += ["--http-server", http_server]
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks/trivial_app.py"), *args], stderr=subprocess.PIPE, text=True
     )
@@ -154,10 +155,13 @@ def trivial_app(request: pytest.FixtureRequest, redis_url: str) -> Iterator[tupl
         proc.communicate()
 
 
-# bench.py (test_bench) serves the raw and redis apps with one worker; these are the others.
-@pytest.mark.parametrize("trivial_app", [("starlette", 2), ("redis-py", 1)], indirect=True)
-def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]]) -> None:
+# bench.py (test_bench) serves the raw and redis apps with one worker under hypercorn; these are the others.
+@pytest.mark.parametrize(
+    "trivial_app", [("starlette", 2, "hypercorn"), ("redis-py", 1, "hypercorn"), ("raw", 2, "uvicorn")], indirect=True
+)
+def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]], request: pytest.FixtureRequest) -> None:
     port, proc = trivial_app
+    http_server = request.node.callspec.params["trivial_app"][2]
 
     def answers() -> bool:
         try:
@@ -171,6 +175,7 @@ def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]]) -> None:
     proc.terminate()
     _, stderr = proc.communicate(timeout=10)
     assert proc.returncode == 0, stderr
+    assert f"({http_server})" in stderr  # served by the HTTP server asked for
 
 
 # -- scripts ---------------------------------------------------------------------------------------

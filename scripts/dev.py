@@ -2,7 +2,8 @@
 """Bootstrap for a newcomer who has only Python 3.11+: one command to serve, test or lint.
 
     python3 scripts/dev.py serve [ARGS...]   # lmstfy-py serve ARGS
-    python3 scripts/dev.py test [ARGS...]    # pytest ARGS (from the repo root)
+    python3 scripts/dev.py test [ARGS...]    # pytest ARGS (from the repo root); none: the whole suite,
+                                             # in two processes, then the serial tests alone
     python3 scripts/dev.py lint              # ruff check + ruff format --check + mypy lmstfy_py
 
 It creates `.venv` in the repo root when missing and (re)installs the project into it
@@ -91,8 +92,18 @@ def main(argv: list[str]) -> int:
     if command == "lint":
         return run_lint()
     python = str(venv_bin("python"))
+    if not args:
+        return run_whole_suite(python)
     os.execv(python, [python, "-m", "pytest", *(rebase_path(arg, cwd) for arg in args)])
     return 0  # not reached: execv replaces this process
+
+
+def run_whole_suite(python: str) -> int:
+    """The whole suite: what only waits on real servers in two processes, then the tests marked
+    serial (deadlines, timings, the browser) alone, so that no other test shares the machine with them."""
+    parallel = subprocess.run([python, "-m", "pytest", "-n", "2", "-m", "not serial"], check=False)
+    serial = subprocess.run([python, "-m", "pytest", "-m", "serial"], check=False)
+    return parallel.returncode or serial.returncode
 
 
 if __name__ == "__main__":

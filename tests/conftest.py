@@ -34,6 +34,35 @@ DEFAULT_HTTP_SERVER = "hypercorn"
 _NEEDS = {"uvicorn": ("uvicorn", "httptools")}
 
 
+# Modules whose tests assert deadlines or timings (or drive a browser): `dev.py test` runs them alone,
+# after the rest has run in two processes, so that they never share the machine with other tests.
+SERIAL_MODULES = {
+    "test_bench.py",
+    "test_crash.py",
+    "test_dashboard_browser.py",
+    "test_embedded_supervision.py",
+    "test_http_hardening.py",
+    "test_lmstfy_e2e.py",
+    "test_long_polls.py",
+    "test_many_instances.py",
+    "test_programs.py",
+    "test_push_e2e.py",
+    "test_redis_freeze.py",
+    "test_schedules_e2e.py",
+    "test_throttle_e2e.py",
+    "test_timers.py",
+    "test_accesslog.py",
+    "test_command.py",
+    "test_worker.py",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--http-server",

@@ -544,10 +544,8 @@ async def test_sigterm_under_load_answers_every_request_that_arrived(
     stored_unanswered = set(stored_job_ids(redis_url)) - set(answered_ids)
     assert not stored_unanswered, f"{len(stored_unanswered)} jobs stored whose publish got no answer"
     assert sorted(stored_job_ids(redis_url)) == sorted(answered_ids)
-    # The server says which answer is its last on a connection: a client need not guess. How many
-    # connections had a request in flight when their worker saw the stop depends on the machine's
-    # load (the others got their last answer before, and their next request was not read);
-    # test_requests_waiting_on_keep_alive_connections_at_sigterm_are_answered_and_closed pins
-    # every one of them down.
-    assert any(publisher.sent[-1].closes for publisher in publishers)
+    # That the server marks its last answer on a connection (Connection: close) is pinned down by
+    # test_requests_waiting_on_keep_alive_connections_at_sigterm_are_answered_and_closed: here, whether
+    # any connection had a request in flight when its worker saw the stop depends on the machine's
+    # speed (under uvicorn all 32 are often idle, their next request unread), so it is not asserted.
     assert "Traceback" not in server.stderr()

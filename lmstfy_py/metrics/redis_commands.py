@@ -14,12 +14,10 @@ Tallies are plain dicts without locks: they are touched on the event loop's thre
 
 from __future__ import annotations
 
-
 from lmstfy_py.metrics import pending
 from lmstfy_py.metrics.families import REDIS_COMMAND_MS_BUCKETS, REDIS_LATENCY, REDIS_QPS
 from lmstfy_py.metrics.multiproc import directory
 from lmstfy_py.metrics.recording import series
-
 
 _BUCKETS = len(REDIS_COMMAND_MS_BUCKETS) + 1  # and +Inf
 _LAST_BUCKET = _BUCKETS - 1

@@ -45,7 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "q"
 POLL_S = 0.02
 DRAIN_TIMEOUT_S = 600.0
-HANDLERS = {"async": "benchmarks.bench_worker:noop_async", "sync": "benchmarks.bench_worker:noop_sync"}
+HANDLERS = {
+    "async": "benchmarks.bench_worker:noop_async",
+    "sync": "benchmarks.bench_worker:noop_sync",
+    "async-5ms": "benchmarks.bench_worker:wait_5ms",
+}
 
 
 async def noop_async(job: object) -> None:
@@ -54,6 +58,11 @@ async def noop_async(job: object) -> None:
 
 def noop_sync(job: object) -> None:
     """The same, run on the worker's handler threads."""
+
+
+async def wait_5ms(job: object) -> None:
+    """A handler that waits as a quick remote call would: how well the worker hides its consumes."""
+    await asyncio.sleep(0.005)
 
 
 @dataclass
@@ -103,9 +112,23 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
 # -- the worker ---------------------------------------------------------------------------------------
 
 
-def worker_command(url: str, t: Target, concurrency: int, handler: str) -> list[str]:
-    worker = [sys.executable, "-m", "lmstfy_py.cli", "worker", HANDLERS[handler], "--url", url]
+@dataclass(frozen=True)
+class Variant:
+    """One worker command line of the run: its handler, and its --prefetch (None: the default)."""
+
+    handler: str
+    prefetch: int | None
+
+    @property
+    def name(self) -> str:
+        return f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
+
+
+def worker_command(url: str, t: Target, concurrency: int, variant: Variant) -> list[str]:
+    worker = [sys.executable, "-m", "lmstfy_py.cli", "worker", HANDLERS[variant.handler], "--url", url]
     more = ["--concurrency", str(concurrency), "--poll", "1", "--log-level", "warning"]  # poll: a quick stop
+    if variant.prefetch is not None:
+        more += ["--prefetch", str(variant.prefetch)]
     return [*worker, "--namespace", t.ns, "--queue", QUEUE, *more]
 
 
@@ -113,9 +136,9 @@ def drained(stats: dict[str, int]) -> bool:
     return stats["ready"] == 0 and stats["delayed"] == 0 and stats["reserved"] == 0
 
 
-def run_worker(url: str, t: Target, procs: Processes, jobs: int, concurrency: int, handler: str) -> Figures:
+def run_worker(url: str, t: Target, procs: Processes, jobs: int, concurrency: int, variant: Variant) -> Figures:
     uvloop.run(prefill(t, jobs))
-    argv = worker_command(url, t, concurrency, handler)
+    argv = worker_command(url, t, concurrency, variant)
     env = {**os.environ, "LMSTFY_TOKEN": t.token}
     with httpx.Client(base_url=url, headers={"X-Token": t.token}, timeout=10) as http:
 
@@ -206,19 +229,20 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> dict[str, list
     procs = Processes(server_pid, bench.redis_child(server_pid, bench.parents()))
     base = Target(data, "", "", args.clients, 0.0, 0)
     print(f"bench_worker: server pids {procs}; {bench.machine()}", flush=True)
-    found: dict[str, list[Figures]] = {"consume100_batch": [], **{f"worker-{h}": [] for h in args.handlers}}
+    variants = [Variant(h, p) for h in args.handlers for p in args.prefetch]
+    found: dict[str, list[Figures]] = {"consume100_batch": [], **{v.name: [] for v in variants}}
     for round_no in range(1, args.rounds + 1):
         with fresh_namespace(base, admin, "batch") as t:
             batch = uvloop.run(consume100_batch(t, procs, args.jobs))  # as bench.py runs its clients
         found["consume100_batch"].append(batch)
         print(f"round {round_no}: {'consume100_batch':<16} {fmt(batch)}", flush=True)
         time.sleep(args.settle)
-        for handler in args.handlers:
-            with fresh_namespace(base, admin, f"worker-{handler}") as t:
-                figures = run_worker(url, t, procs, args.jobs, args.concurrency, handler)
-            found[f"worker-{handler}"].append(figures)
+        for variant in variants:
+            with fresh_namespace(base, admin, variant.name) as t:
+                figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
+            found[variant.name].append(figures)
             ratio = figures.jobs_per_s / batch.jobs_per_s
-            print(f"round {round_no}: {'worker-' + handler:<16} {fmt(figures)}  ratio {ratio:.2f}", flush=True)
+            print(f"round {round_no}: {variant.name:<16} {fmt(figures)}  ratio {ratio:.2f}", flush=True)
             time.sleep(args.settle)
     return found
 
@@ -238,10 +262,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--url", help="data API of a running server (default: start one)")
     parser.add_argument("--admin", help="its admin API")
     parser.add_argument("--server-workers", type=int, default=2, help="processes of the server it starts")
+    parser.add_argument(
+        "--http-server", choices=["hypercorn", "uvicorn"], default="hypercorn", help="of the server it starts"
+    )
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--concurrency", type=int, default=64, help="the worker's --concurrency")
+    parser.add_argument(
+        "--prefetch",
+        type=lambda s: [None if p == "default" else int(p) for p in s.split(",")],
+        default=[None],
+        help="the worker's --prefetch, or several (e.g. 0,64,default) run in turn each round",
+    )
     parser.add_argument("--clients", type=int, default=32, help="consume100_batch connections (and prefill's)")
-    parser.add_argument("--handlers", type=lambda s: bench.names(s, list(HANDLERS)), default=["async", "sync"])
+    parser.add_argument(
+        "--handlers",
+        type=lambda s: bench.names(s, list(HANDLERS)),
+        default=["async", "sync"],
+        help=f"of {', '.join(HANDLERS)}: no-op, no-op on threads, waiting 5 ms",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each run")
     args = parser.parse_args(argv)
@@ -257,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     with (
         tempfile.TemporaryDirectory(prefix="bench-worker-") as workdir,
-        Server(Path(workdir), args=["--workers", str(args.server_workers)]) as server,
+        Server(Path(workdir), args=["--workers", str(args.server_workers)], http_server=args.http_server) as server,
     ):
         server.start()
         report(run_rounds(args, server.data_url, server.admin_url))

@@ -132,11 +132,18 @@ class AsyncClient:
             await self.send(call)
 
     async def release(
-        self, queue: str, job_id: str, *, delay: float | None = None, reason: str | None = None
+        self,
+        queue: str,
+        job_id: str,
+        *,
+        delay: float | None = None,
+        reason: str | None = None,
+        untried: bool = False,
     ) -> Released:
         """Ends the reservation: ready again after `delay` (None: the job's backoff), or buried when no
-        try is left. `reason` (at most 1024 bytes) becomes its last error."""
-        return await self.send(self.routes.release(queue, job_id, delay, reason))
+        try is left. `reason` (at most 1024 bytes) becomes its last error. `untried`: the job was
+        not worked on, so its try and attempt are given back (lmstfy-py only)."""
+        return await self.send(self.routes.release(queue, job_id, delay, reason, untried))
 
     async def touch(self, queue: str, job_id: str, *, ttr: float | None = None) -> int:
         """The reservation now ends `ttr` seconds from now; that time, in unix ms."""

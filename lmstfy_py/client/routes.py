@@ -151,8 +151,12 @@ class Routes:
         path = self.path(queue, "jobs")
         return [Call("DELETE", path, calls.nothing, {"job_id": ",".join(batch)}) for batch in batches]
 
-    def release(self, queue: str, job_id: str, delay: float | None, reason: str | None) -> Call[Released]:
+    def release(
+        self, queue: str, job_id: str, delay: float | None, reason: str | None, untried: bool
+    ) -> Call[Released]:
         params = {**duration("delay", delay), **({"reason": reason} if reason else {})}
+        if untried:
+            params["untried"] = "1"
         # Not repeatable: once released, the job may be reserved by another worker, whose
         # reservation a repeat would end.
         return Call("PUT", self.path(queue, "job", job_id, "release"), _released, params, repeatable=False)

@@ -128,10 +128,19 @@ class Client:
         for call in self.routes.ack_many(queue, job_ids):
             self.send(call)
 
-    def release(self, queue: str, job_id: str, *, delay: float | None = None, reason: str | None = None) -> Released:
+    def release(
+        self,
+        queue: str,
+        job_id: str,
+        *,
+        delay: float | None = None,
+        reason: str | None = None,
+        untried: bool = False,
+    ) -> Released:
         """Ends the reservation: ready again after `delay` (None: the job's backoff), or buried when no
-        try is left. `reason` (at most 1024 bytes) becomes its last error."""
-        return self.send(self.routes.release(queue, job_id, delay, reason))
+        try is left. `reason` (at most 1024 bytes) becomes its last error. `untried`: the job was
+        not worked on, so its try and attempt are given back (lmstfy-py only)."""
+        return self.send(self.routes.release(queue, job_id, delay, reason, untried))
 
     def touch(self, queue: str, job_id: str, *, ttr: float | None = None) -> int:
         """The reservation now ends `ttr` seconds from now; that time, in unix ms."""

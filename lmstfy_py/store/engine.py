@@ -297,12 +297,15 @@ class Engine:
             self.observer.acked(self.pool, ns, queue, job_id)
         return found
 
-    async def release(self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str) -> Released:
-        """Ends a reservation without ACK: ready again after `delay_ms` (None: the job's backoff),
-        or in the dead letter when no tries are left. 404 unknown, 409 not reserved."""
+    async def release(
+        self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str, untried: bool = False
+    ) -> Released:
+        """Ends a reservation without ACK: ready again after `delay_ms` (None: the job's backoff;
+        at once when `untried`), or in the dead letter when no tries are left. `untried` gives
+        back the try and the attempt the reservation took. 404 unknown, 409 not reserved."""
         now = now_ms()
         call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), *_queue_keys(ns, queue), keys.dead(ns, queue)]
-        args: list[Arg] = [ns, queue, job_id, now, "" if delay_ms is None else delay_ms, reason]
+        args: list[Arg] = [ns, queue, job_id, now, "" if delay_ms is None else delay_ms, reason, int(untried)]
         outcome = await self._verb(self.scripts.release, call_keys, args)
         if outcome[0] == b"buried":
             return Released(buried=True)

@@ -156,8 +156,10 @@ class LmstfyFormat:
         data_keys = [keys.lmstfy_job(ns, queue, job_id) for job_id in dict.fromkeys(job_ids)]
         return int(await self.engine.scripts.lmstfy_drop(self.engine.script_client, data_keys, ["keys"]))
 
-    async def release(self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str) -> Released:
-        return await self.engine.release(ns, queue, job_id, delay_ms, reason)
+    async def release(
+        self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str, untried: bool = False
+    ) -> Released:
+        return await self.engine.release(ns, queue, job_id, delay_ms, reason, untried)
 
     async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
         return await self.engine.touch(ns, queue, job_id, ttr_ms)

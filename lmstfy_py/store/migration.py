@@ -129,8 +129,10 @@ class MigrationEngine:
         # A job lives in one pool only: the counts add up.
         return await self.old.ack_many(ns, queue, job_ids) + await self.new.ack_many(ns, queue, job_ids)
 
-    async def release(self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str) -> Released:
-        return await self._where_it_lives(lambda pool: pool.release(ns, queue, job_id, delay_ms, reason))
+    async def release(
+        self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str, untried: bool = False
+    ) -> Released:
+        return await self._where_it_lives(lambda pool: pool.release(ns, queue, job_id, delay_ms, reason, untried))
 
     async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
         return await self._where_it_lives(lambda pool: pool.touch(ns, queue, job_id, ttr_ms))

@@ -26,12 +26,14 @@ DEAD_PAGE_DEFAULT = 10
 
 
 async def release(request: Request) -> Response:
-    """PUT .../job/{id}/release?delay=S|delay_ms=MS&reason=TEXT: ready again after the delay (default:
-    the job's backoff), or buried when no tries are left."""
+    """PUT .../job/{id}/release?delay=S|delay_ms=MS&reason=TEXT&untried=1: ready again after the delay
+    (default: the job's backoff; at once if untried), or buried when no tries are left."""
     target = await target_of(request)
     query = request.query_params
     delay_ms = params.optional_milliseconds(query, "delay")
-    result = await target.store.release(target.ns, target.queue, job_id_of(request), delay_ms, params.reason(query))
+    untried = params.choice(query, "untried", ("0", "1"), default="0") == "1"
+    job_id = job_id_of(request)
+    result = await target.store.release(target.ns, target.queue, job_id, delay_ms, params.reason(query), untried)
     return released(result)
 
 

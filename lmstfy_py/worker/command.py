@@ -30,6 +30,11 @@ USAGE_ERROR = 2
 @click.option("--queue", "queues", required=True, metavar="Q1,Q2", help="Queues to consume, the first listed wins.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Handlers at once.")
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    help="Jobs held beyond the running ones, waiting for a slot.  [default: the concurrency]",
+)
+@click.option(
     "--ttr",
     type=click.FloatRange(min=0, min_open=True),
     default=60.0,
@@ -37,7 +42,9 @@ USAGE_ERROR = 2
     help="Seconds each job is reserved (touched while its handler runs).",
 )
 @click.option(
-    "--count", type=click.IntRange(1, 100), help="Most jobs per consume.  [default: half the concurrency, at most 100]"
+    "--count",
+    type=click.IntRange(1, 100),
+    help="Most jobs per consume.  [default: half of concurrency + prefetch, at most 100]",
 )
 @click.option(
     "--grace",
@@ -64,6 +71,7 @@ def worker(
     namespace: str,
     queues: str,
     concurrency: int,
+    prefetch: int | None,
     ttr: float,
     count: int | None,
     grace: float,
@@ -89,6 +97,7 @@ def worker(
             namespace=namespace,
             queues=[q.strip() for q in queues.split(",") if q.strip()],
             concurrency=concurrency,
+            prefetch=prefetch,
             ttr=ttr,
             count=count,
             grace=grace,

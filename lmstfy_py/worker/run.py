@@ -1,15 +1,18 @@
 """One run of a Worker: its loops on one event loop, and the jobs in hand.
 
-- Two fetchers consume as many jobs as there are free slots (each at most `count`, and never
-  more than the slots between them), long-polling `poll` seconds, and start one handler per job.
+- Two fetchers keep up to `concurrency + prefetch` jobs in hand (each consume at most `count`),
+  long-polling `poll` seconds. A job starts its handler when a slot is free, else waits in the
+  prefetch buffer: the next consume's round trip then overlaps the handlers' work instead of
+  leaving slots idle.
 - A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
-- The lease keeper touches the jobs whose handlers run past half their ttr.
+- The lease keeper touches the jobs held past half their ttr, waiting or running.
 - A stop: no new consume, but the long-polls in flight are waited for (at most `poll` seconds):
   the server does not notice a client that left a long-poll, and would reserve the next job for
-  it, stuck until its ttr. Handlers get `grace` seconds; the jobs of those still running are
-  released at once for another worker, and their late results are ignored.
+  it, stuck until its ttr. Jobs still waiting are released at once, untried (their try given
+  back). Handlers get `grace` seconds; the jobs of those still running are released at once for
+  another worker, and their late results are ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -51,6 +55,7 @@ class Settings:
     namespace: str
     queues: list[str]
     concurrency: int
+    prefetch: int
     ttr: float
     count: int
     grace: float
@@ -61,7 +66,7 @@ class Settings:
 
 @dataclass(eq=False, slots=True)
 class Running:
-    """A job whose handler runs; `abandoned` once the stop released it to another worker."""
+    """A job in hand: waiting for a slot, then running (`task`); `abandoned` once the stop released it."""
 
     job: Job
     touch_at: float  # loop time of the next touch
@@ -95,6 +100,7 @@ class Run:
         self.loop = asyncio.get_running_loop()
         self.acks = AckBatcher(client)
         self.running: set[Running] = set()
+        self.waiting: deque[Running] = deque()  # reserved, their handlers not started: the prefetch
         self.requested = 0  # jobs asked for by the consumes in flight
         self.tasks: set[asyncio.Task[None]] = set()  # every handler task, until it has settled its job
         self.slot_freed = asyncio.Event()  # a handler ended (or the stop hurries)
@@ -125,7 +131,9 @@ class Run:
         fetchers = [self._guarded(self._fetch()) for _ in range(FETCHERS)]
         helpers = [self._guarded(self.acks.run()), self._guarded(self._keep_leases())]
         await self.stopping.wait()
+        self._give_back_waiting()
         await asyncio.gather(*fetchers)
+        self._give_back_waiting()  # what the last long-polls brought
         await self._drain()
         for task in helpers:
             task.cancel()
@@ -160,10 +168,11 @@ class Run:
 
     async def _fetch(self) -> None:
         """One of FETCHERS consume loops: together they keep up to that many consumes in flight, never
-        asking for more jobs than slots are free (a job reserved but not started burns its ttr)."""
+        holding more than `concurrency + prefetch` jobs (running, waiting, asked for)."""
         failures = 0
+        limit = self.w.concurrency + self.w.prefetch
         while not self.stopping.is_set():
-            free = self.w.concurrency - len(self.running) - self.requested
+            free = limit - len(self.running) - len(self.waiting) - self.requested
             if free <= 0:
                 self.slot_freed.clear()
                 await self.slot_freed.wait()
@@ -184,15 +193,19 @@ class Run:
             if failures:
                 log.info("consuming again after %d failed attempt(s)", failures)
                 failures = 0
+            now = self.loop.time()
             for job in jobs:
-                self._start(job)
+                held = Running(job, now + self.w.ttr / 2)
+                if len(self.running) < self.w.concurrency and not self.stopping.is_set():
+                    self._start(held)
+                else:
+                    self.waiting.append(held)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
-    def _start(self, job: Job) -> None:
-        running = Running(job, self.loop.time() + self.w.ttr / 2)
+    def _start(self, running: Running) -> None:
         self.running.add(running)
         running.task = task = self.loop.create_task(self._handle(running))
         self.tasks.add(task)
@@ -210,6 +223,8 @@ class Run:
             failure = exc
         finally:
             self.running.discard(running)
+            if self.waiting and not self.stopping.is_set():
+                self._start(self.waiting.popleft())
             self.slot_freed.set()
         if running.abandoned:
             return  # released at the stop: another worker may have it by now
@@ -265,7 +280,7 @@ class Run:
         while True:
             await asyncio.sleep(period)
             now = self.loop.time()
-            due = [r for r in self.running if r.touch_at <= now and not r.abandoned]
+            due = [r for r in (*self.running, *self.waiting) if r.touch_at <= now and not r.abandoned]
             if due:
                 await asyncio.gather(*(self._touch(r, now, period) for r in due))
 
@@ -301,6 +316,28 @@ class Run:
             if running.task is not None:
                 running.task.cancel()  # an async handler stops; a sync one's thread runs on, ignored
         await asyncio.gather(*(self._give_back(r.job) for r in unfinished))
+
+    def _give_back_waiting(self) -> None:
+        """The jobs whose handlers never started go back at once, untried, while the stop goes on."""
+        if self.waiting:
+            log.info("giving back %d job(s) whose handlers had not started", len(self.waiting))
+        while self.waiting:
+            held = self.waiting.popleft()
+            held.abandoned = True
+            task = self.loop.create_task(self._give_back_untried(held.job))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    async def _give_back_untried(self, job: Job) -> None:
+        """Ready again at once with its try and attempt given back (and no new last error): its
+        handler never ran."""
+        self.tally.given_back += 1
+        try:
+            await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True))
+        except LmstfyError as exc:
+            log.warning(
+                "job %s of %s not started; not released (%s): it comes back after its ttr", job.id, job.queue, exc
+            )
 
     async def _give_back(self, job: Job) -> None:
         """Ready again at once for another worker (a job with no try left goes to the dead letter)."""

@@ -23,9 +23,11 @@ class Worker:
 
     `handler` is a function or a coroutine function taking a `Job`: a return ACKs the job,
     `raise Bury("why")` buries it, any other exception releases it with the job's backoff.
-    Sync handlers run on `concurrency` threads, async ones on the event loop. `ttr` is the
-    reservation of each job (touched while its handler runs); `count` caps a consume (default:
-    half the concurrency, so that two consumes are in flight, at most 100); `grace` is what
+    Sync handlers run on `concurrency` threads, async ones on the event loop. `prefetch` jobs
+    more than `concurrency` may be held reserved, waiting for a slot (default: as many as the
+    concurrency; touched like running ones, given back untried at a stop). `ttr` is the
+    reservation of each job (touched while it is held); `count` caps a consume (default: half of
+    concurrency + prefetch, so that two consumes are in flight, at most 100); `grace` is what
     in-flight handlers get at a stop; `poll` the long-poll wait in seconds; `metrics_port`
     serves Prometheus metrics (metrics.py).
     """
@@ -39,6 +41,7 @@ class Worker:
         namespace: str,
         queues: str | Sequence[str],
         concurrency: int = 8,
+        prefetch: int | None = None,
         ttr: float = 60.0,
         count: int | None = None,
         grace: float = 30.0,
@@ -50,8 +53,9 @@ class Worker:
         self.url, self.token, self.namespace = url, token, namespace
         self.queues = [queues] if isinstance(queues, str) else list(queues)
         self.concurrency = concurrency
+        self.prefetch = concurrency if prefetch is None else prefetch
         self.ttr = ttr
-        self.count = count or min(-(-concurrency // FETCHERS), MAX_COUNT)
+        self.count = count or min(-(-(concurrency + self.prefetch) // FETCHERS), MAX_COUNT)
         self.grace = grace
         self.poll = poll
         self.timeout = timeout
@@ -66,6 +70,8 @@ class Worker:
             raise ValueError("give at least one queue")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if self.prefetch < 0:
+            raise ValueError("prefetch must not be negative")
         if not 1 <= self.count <= MAX_COUNT:
             raise ValueError(f"count must be 1..{MAX_COUNT}")
         if self.ttr <= 0 or self.grace < 0 or self.timeout <= 0:
@@ -107,6 +113,7 @@ class Worker:
             self.namespace,
             self.queues,
             self.concurrency,
+            self.prefetch,
             self.ttr,
             self.count,
             self.grace,

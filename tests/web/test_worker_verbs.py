@@ -111,6 +111,40 @@ async def test_release_with_no_try_left_buries_the_job_with_its_reason(api: Api)
     assert [(j["job_id"], j["last_error"], j["attempts"]) for j in page["jobs"]] == [(job_id, "giving up", 1)]
 
 
+async def test_an_untried_release_gives_back_the_try_and_the_attempt(api: Api) -> None:
+    job_id = await api.publish(backoff="exponential", backoff_ms=60_000)  # one try, a long backoff
+    await reserve(api)
+    answer = await put(api, f"/job/{job_id}/release", untried=1)
+    body = answer.json()
+    # Not buried although the reservation took the last try, and ready at once despite the backoff.
+    assert (answer.status_code, body["msg"], body["remain_tries"]) == (200, "released", 1)
+    job = await state(api, job_id)
+    assert (job["state"], job["attempts"], job["remain_tries"], job["last_error"]) == ("ready", 0, 1, None)
+    assert await reserve(api) == job_id
+    assert (await state(api, job_id))["attempts"] == 1
+
+
+async def test_an_untried_release_keeps_a_given_delay_and_the_last_error(api: Api) -> None:
+    job_id = await api.publish(tries=3)
+    await reserve(api)
+    await put(api, f"/job/{job_id}/release", reason="db down")  # a real failure: attempt 1 counts
+    await reserve(api)
+    released = (await put(api, f"/job/{job_id}/release", untried=1, delay_ms=300)).json()
+    assert released["remain_tries"] == 2  # 3, less the failed attempt; the untried one given back
+    job = await state(api, job_id)
+    assert (job["state"], job["attempts"], job["last_error"]) == ("delayed", 1, "db down")
+    assert await reserve(api, timeout=3) == job_id
+    assert now_ms() >= released["due_ms"]
+
+
+async def test_untried_must_be_0_or_1(api: Api) -> None:
+    job_id = await api.publish(tries=2)
+    await reserve(api)
+    answer = await put(api, f"/job/{job_id}/release", untried="yes")
+    assert (answer.status_code, answer.json()) == (400, {"error": "invalid untried"})
+    assert (await state(api, job_id))["state"] == "reserved"
+
+
 # -- touch and bury ----------------------------------------------------------------------------
 
 

@@ -173,6 +173,24 @@ def test_debug_logs_are_the_workers_not_one_per_http_request(
     assert "httpcore" not in stderr  # its ~10 DEBUG lines per request would bury the worker's own
 
 
+def test_sigterm_gives_back_the_prefetched_jobs_untried(
+    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+) -> None:
+    slow = client.publish_many("q", ["slow"] * 6)  # one try each
+    args = ["handlers:handle", "--concurrency", "2", "--prefetch", "2", "--grace", "0"]
+    proc = worker_process(server, namespace, token, handlers, *args)
+    stopped.append(proc)
+    wait_until(lambda: len(events(handlers)) == 2 and client.stats("q").reserved == 4, what="2 running, 2 held")
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 0, stderr
+    ran = {job_id for _, _, job_id in events(handlers)}
+    assert sorted(dead.id for dead in client.dead_jobs("q").jobs) == sorted(ran)  # their only try was used
+    rest = [client.peek_job("q", job_id) for job_id in slow if job_id not in ran]
+    assert [(j.state, j.remain_tries, j.attempts) for j in rest if j] == [("ready", 1, 0)] * 4
+    assert "giving back 2 job(s) whose handlers had not started" in stderr
+
+
 def test_a_handler_that_cannot_be_found_is_a_usage_error(
     server: Server, namespace: str, token: str, handlers: Path
 ) -> None:

@@ -10,7 +10,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ def both_kinds(record: Callable[[Job], None], seconds: float = 0.0) -> dict[str,
         await asyncio.sleep(seconds)
 
     return {"sync": sync_handler, "async": async_handler}
+
+
+def endless_noting(started: list[str]) -> Callable[[Job], Awaitable[None]]:
+    """An async handler that notes its job's id and never ends by itself."""
+
+    async def endless(job: Job) -> None:
+        started.append(job.id)
+        await asyncio.sleep(60)
+
+    return endless
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
@@ -216,10 +226,7 @@ def test_a_stop_releases_what_did_not_finish_within_the_grace(
     server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
-
-    async def endless(job: Job) -> None:
-        started.append(job.id)
-        await asyncio.sleep(60)
+    endless = endless_noting(started)
 
     kept = client.publish("q", b"x", tries=2)
     last_try = client.publish("q", b"y", tries=1)
@@ -255,3 +262,53 @@ def test_a_second_stop_skips_what_is_left_of_the_grace(
     assert time.monotonic() - stopped_at < 5  # not the 60 s of grace
     job = client.peek_job("q", job_id)
     assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)
+
+
+# -- prefetch ----------------------------------------------------------------------------------
+
+
+def test_prefetched_jobs_wait_for_a_slot_and_go_back_untried_at_a_stop(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    started: list[str] = []
+    endless = endless_noting(started)
+
+    # One try each: a job whose handler never ran must not reach the dead letter at the stop.
+    published = client.publish_many("q", [str(i) for i in range(8)])
+    worker = make_worker(server, namespace, token, endless, queues="q", concurrency=2, prefetch=3, grace=0.2)
+    with running(worker):
+        wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 5, what="2 running, 3 held")
+        time.sleep(0.3)  # nothing more is consumed, and no third handler starts
+        assert (len(started), client.stats("q").reserved, client.stats("q").ready) == (2, 5, 3)
+    assert worker.tally.given_back == 5
+    # The 2 that ran used their only try (released at the stop, they could only go to the dead letter).
+    assert sorted(dead.id for dead in client.dead_jobs("q").jobs) == sorted(started)
+    untried = [client.peek_job("q", job_id) for job_id in published if job_id not in started]
+    # The 3 held and the 3 never consumed: ready, every try left, no attempt, no error.
+    assert [(j.state, j.remain_tries, j.attempts, j.last_error) for j in untried if j] == [("ready", 1, 0, None)] * 6
+
+
+def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str, token: str, client: Client) -> None:
+    started: list[str] = []
+    endless = endless_noting(started)
+
+    client.publish_many("q", [str(i) for i in range(6)], tries=2)
+    worker = make_worker(server, namespace, token, endless, queues="q", concurrency=2, prefetch=0, grace=0)
+    with running(worker):
+        wait_until(lambda: len(started) == 2)
+        time.sleep(0.3)
+        assert (client.stats("q").reserved, client.stats("q").ready) == (2, 4)
+
+
+def test_a_prefetched_job_is_touched_while_it_waits(server: Server, namespace: str, token: str, client: Client) -> None:
+    deliveries: Counter[str] = Counter()
+
+    async def slow(job: Job) -> None:
+        deliveries[job.id] += 1
+        await asyncio.sleep(2.5)
+
+    # One slot: the second job waits 2.5 s for it, past its 2 s ttr.
+    published = client.publish_many("q", ["a", "b"], tries=3)
+    with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=1, prefetch=1)):
+        wait_until(lambda: drained(client, "q") and sum(deliveries.values()) == 2, timeout=15)
+    assert deliveries == {job_id: 1 for job_id in published}  # neither delivered again

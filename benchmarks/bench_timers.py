@@ -165,7 +165,8 @@ async def measure_idle_cost(host: Address, token: str, server: Server, jobs: int
 
 async def run(args: argparse.Namespace) -> None:
     # --workers 1: one process: its CPU (and its child, Redis) is the idle figure
-    with Server(Path(tempfile.mkdtemp(prefix="lmstfy-timers-")), args=["--workers", "1"]) as server:
+    workdir = Path(tempfile.mkdtemp(prefix="lmstfy-timers-"))
+    with Server(workdir, args=["--workers", "1"], http_server=args.http_server) as server:
         server.start()
         token = create_token(server, NS, "bench_timers")
         host = ("127.0.0.1", server.port)
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--publishers", type=int, default=16)
     parser.add_argument("--idle-jobs", type=int, default=100_000)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--http-server", choices=["hypercorn", "uvicorn"], default="hypercorn")
     asyncio.run(run(parser.parse_args(argv)))
 
 

@@ -117,7 +117,18 @@ def test_bench_push() -> None:
 
 def test_bench_timers() -> None:
     args = ["--jobs", "20", "--min-delay", "0.1", "--max-delay", "0.3", "--consumers", "4", "--publishers", "4"]
-    out = ok(run("benchmarks/bench_timers.py", *args, "--idle-jobs", "64", "--idle-seconds", "0.2"))
+    out = ok(
+        run(
+            "benchmarks/bench_timers.py",
+            *args,
+            "--idle-jobs",
+            "64",
+            "--idle-seconds",
+            "0.2",
+            "--http-server",
+            "uvicorn",
+        )
+    )
     assert "precision: 20 of 20 jobs delivered (0 twice)" in out and "early: 0" in out, out
     assert "idle: 64 future jobs: server " in out
 

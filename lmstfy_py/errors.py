@@ -48,7 +48,8 @@ class Forbidden(LmstfyError):
 
 
 class CrossSiteRefused(LmstfyError):
-    """A dashboard form whose CSRF token is missing or wrong, or that came from another site."""
+    """A change a browser asked for from another site (admin port), or a dashboard form whose CSRF
+    token is missing or wrong."""
 
     status = 403
 

@@ -226,6 +226,40 @@ async def test_no_accounts_means_every_route_answers_without_credentials(
         assert answered(await admin.request(method, path)) == expected(answer, dead)
 
 
+MUTATING = [(method, path, answer) for method, path, answer in ANSWERS if method not in ("GET", "HEAD")]
+FROM_ANOTHER_SITE = [
+    {"Origin": "http://evil.test"},
+    {"Origin": "https://test"},  # another scheme is another origin
+    {"Sec-Fetch-Site": "cross-site"},
+    {"Sec-Fetch-Site": "same-site"},  # a sibling subdomain is not this origin either
+]
+CROSS_SITE_REFUSED = (403, {"error": "refused: a request from another site"})
+
+
+@pytest.mark.parametrize("headers", FROM_ANOTHER_SITE)
+@pytest.mark.parametrize(("method", "path", "answer"), MUTATING)
+async def test_a_change_a_browser_sends_from_another_site_is_refused(
+    open_runtime: Runtime, method: str, path: str, answer: tuple[int, object], headers: dict[str, str]
+) -> None:
+    # Without accounts (lmstfy's default) nothing else would stop a page on any site from making a
+    # visitor's browser POST here; with accounts, the browser would add the dashboard's credentials.
+    dead = await seed(open_runtime)
+    async with client_for(create_admin_app(open_runtime)) as admin:
+        assert answered(await admin.request(method, path, headers=headers)) == CROSS_SITE_REFUSED
+        # Nothing changed: the same request from a program gets the answer the seeded state gives.
+        assert answered(await admin.request(method, path)) == expected(answer, dead)
+
+
+async def test_reads_and_same_origin_requests_from_a_browser_pass(open_runtime: Runtime) -> None:
+    await seed(open_runtime)
+    async with client_for(create_admin_app(open_runtime)) as admin:
+        read = await admin.get("/token/ns", headers={"Origin": "http://evil.test", "Sec-Fetch-Site": "cross-site"})
+        assert read.status_code == 200  # a page cannot read the answer: no CORS
+        for headers in ({"Origin": "http://test", "Sec-Fetch-Site": "same-origin"}, {"Sec-Fetch-Site": "none"}):
+            made = await admin.post("/token/ns", params={"description": "from the same origin"}, headers=headers)
+            assert made.status_code == 201, made.text
+
+
 def test_credentials_parsing() -> None:
     assert credentials(basic("alice", "a:b")["Authorization"]) == (b"alice", b"a:b")
     assert credentials(basic("bob", "pässwörd")["Authorization"]) == (b"bob", "pässwörd".encode())

@@ -20,6 +20,7 @@ from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.web import dashboard, instrument
 from lmstfy_py.web.admin import limits, ops, pushers, schedules, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
+from lmstfy_py.web.admin.cross_site import CrossSiteMiddleware
 from lmstfy_py.web.admin.request import engine_of, runtime_of
 from lmstfy_py.web.middleware import build_app, route
 
@@ -78,7 +79,10 @@ ROUTES = [
 
 def create_admin_app(runtime: Runtime) -> Starlette:
     app = build_app(
-        runtime, ROUTES, inner=[Middleware(AdminAuthMiddleware)], body_timeout=runtime.config.server.body_timeout
+        runtime,
+        ROUTES,
+        inner=[Middleware(CrossSiteMiddleware), Middleware(AdminAuthMiddleware)],
+        body_timeout=runtime.config.server.body_timeout,
     )
     app.state.build_info = build_info()
     app.state.dashboard = dashboard.dashboard(runtime)

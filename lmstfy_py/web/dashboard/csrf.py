@@ -27,11 +27,11 @@ from starlette.responses import Response
 
 from lmstfy_py.errors import CrossSiteRefused
 from lmstfy_py.store import keys
+from lmstfy_py.web.admin.cross_site import cross_site
 
 COOKIE = "lmstfy_ui"
 FIELD = "csrf"
 _NONCE = re.compile(r"[0-9a-f]{32}")
-_SAME_SITE = frozenset({"same-origin", "none"})  # "none": typed or bookmarked by the user
 
 
 class Csrf:
@@ -78,8 +78,4 @@ def set_nonce(response: Response, nonce: str) -> None:
 def same_origin(request: Request) -> bool:
     """What the browser says of where the request comes from; requests without those headers
     (old browsers, scripts) are left to the token."""
-    fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None and fetch_site not in _SAME_SITE:
-        return False
-    origin = request.headers.get("origin")
-    return origin is None or origin == f"{request.url.scheme}://{request.headers.get('host', '')}"
+    return not cross_site(request.scope)

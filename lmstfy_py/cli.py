@@ -208,7 +208,7 @@ def _redis(config: Config, stop_server: Callable[[], None]) -> Iterator[tuple[Co
     url = embedded.start_sync()
     # The Redis dies with the thread that forked it (see store/embedded.py): this one was forked
     # by the main thread, restarts are by the watcher's; both live until watcher.stop().
-    watcher = RedisWatcher(embedded, stop_server)
+    watcher = RedisWatcher(embedded, stop_server, hang_s=config.server.redis_hang_timeout)
     watcher.start()
     try:
         yield config.with_embedded(url), f"embedded in {embedded.data_dir} (fsync {embedded.fsync})"

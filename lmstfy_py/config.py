@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 UINT32_MAX = 2**32 - 1
 UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600
-MAX_CONNECTION_TIMEOUT = 3600  # seconds: body_timeout and keep_alive_timeout
+MAX_CONNECTION_TIMEOUT = 3600  # seconds: the largest body_timeout, keep_alive_timeout, redis_hang_timeout
 NAME_RE = re.compile(r"[-_A-Za-z0-9]+")
 DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
@@ -94,6 +94,9 @@ class ServerConfig:
     # When the embedded Redis fsyncs its append-only file: once a second, or before each reply.
     # `always`: a publish answered 201 survives even a killed Redis on a busy disk (docs/API.md, Durability).
     fsync: FsyncPolicy = "always"
+    # Seconds the embedded Redis may answer nothing at all (frozen, not dead) before it is killed
+    # and restarted (store/embedded_watcher.py).
+    redis_hang_timeout: int = 30
     # lmstfy's -sv (a flag only, never from a file): /api requests need no valid token. Development only.
     skip_token_check: bool = False
     # The HTTP server; both keep every promise of docs/API.md ("Connections"), uvicorn costs less per request.
@@ -351,6 +354,7 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         body_timeout=reader.integer("body_timeout", base.body_timeout, 1, MAX_CONNECTION_TIMEOUT),
         keep_alive_timeout=reader.integer("keep_alive_timeout", base.keep_alive_timeout, 1, MAX_CONNECTION_TIMEOUT),
         fsync=cast(FsyncPolicy, reader.choice("fsync", base.fsync, FSYNC_POLICIES)),
+        redis_hang_timeout=reader.integer("redis_hang_timeout", base.redis_hang_timeout, 1, MAX_CONNECTION_TIMEOUT),
         http_server=cast(HttpServer, reader.choice("http_server", base.http_server, HTTP_SERVERS)),
     )
     reader.finish()

@@ -127,6 +127,8 @@ def test_connection_timeouts(tmp_path: Path) -> None:
     assert (ServerConfig().body_timeout, ServerConfig().keep_alive_timeout) == (30, 5)
     server = load_config(write(tmp_path, "[server]\nbody_timeout = 2\nkeep_alive_timeout = 75\n")).server
     assert (server.body_timeout, server.keep_alive_timeout) == (2, 75)
+    assert ServerConfig().redis_hang_timeout == 30
+    assert load_config(write(tmp_path, "[server]\nredis_hang_timeout = 5\n")).server.redis_hang_timeout == 5
 
 
 def test_with_embedded_makes_the_default_pool() -> None:
@@ -160,6 +162,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server]\nbody_timeout = 0\n", "[server] body_timeout: must be between 1 and 3600, got 0"),
         ("[server]\nbody_timeout = 2.5\n", "[server] body_timeout: expected an integer, got a float"),
         ("[server]\nkeep_alive_timeout = 3601\n", "[server] keep_alive_timeout: must be between 1 and 3600, got 3601"),
+        ("[server]\nredis_hang_timeout = 0\n", "[server] redis_hang_timeout: must be between 1 and 3600, got 0"),
         ("[defaults]\ntries = 0\n", "[defaults] tries: must be between 1 and 65535, got 0"),
         ("[defaults]\nttr = 0\n", "[defaults] ttr: must be between 1 and 4294967295, got 0"),
         ("[defaults]\nttl = 4294967296\n", "[defaults] ttl: must be between 0 and 4294967295, got 4294967296"),

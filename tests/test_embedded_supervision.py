@@ -258,6 +258,51 @@ def test_sigterm_exits_0_and_never_restarts_redis(make_server: Callable[[], Serv
     assert not [line for line in server.stderr().splitlines() if WATCHER in line]
 
 
+def test_a_frozen_redis_is_killed_and_restarted(make_server: Callable[[], Server], tmp_path: Path) -> None:
+    config = tmp_path / "hang.toml"
+    config.write_text("[server]\nredis_hang_timeout = 2\n")
+    server = make_server().start("--config", str(config))
+    token = create_token(server)
+    with httpx.Client(base_url=server.data_url, params={"token": token}, timeout=10) as client:
+        stored = client.put(f"/api/{NS}/{QUEUE}", content=b"before the freeze").json()["job_id"]
+        frozen = server.redis_pid
+        os.kill(frozen, signal.SIGSTOP)  # alive, answering nothing: every request would get 503 for ever
+        frozen_at = time.monotonic()
+        restarted, _, pinged_at = new_redis(server, frozen, timeout=2 + 1 + 5)
+        server.redis_pid = restarted
+        # Killed after 2 s of silence (PINGs go every second), restarted as a dead one is.
+        assert 2 <= pinged_at - frozen_at < 2 + 1 + 5
+        assert not alive(frozen)
+        errors = logged(server, "ERROR", WATCHER)
+        assert len(errors) == 2, errors
+        assert f"the embedded Redis (pid {frozen}) has answered nothing for 2s; killing it to restart it" in errors[0]
+        assert f"the embedded Redis (pid {frozen}) killed by SIGKILL; restarting it" in errors[1]
+        # Serving again, with what was stored before the freeze (fsync always).
+        deadline = time.monotonic() + SERVE_AFTER_PING_S + 5
+        while (answer := client.get(f"/api/{NS}/{QUEUE}", params={"ttr": 60})).status_code == 503:
+            assert time.monotonic() < deadline, answer.text
+            time.sleep(0.05)
+        assert (answer.status_code, answer.json()["job_id"]) == (200, stored)
+
+
+def test_a_redis_that_answers_while_busy_is_not_killed(make_server: Callable[[], Server], tmp_path: Path) -> None:
+    config = tmp_path / "hang.toml"
+    config.write_text("[server]\nredis_hang_timeout = 1\n")
+    server = make_server().start("--config", str(config))
+    busy = server.redis_pid
+    with redis.Redis(unix_socket_path=str(server.data_dir / SOCKET_FILE)) as conn:
+        conn.config_set("busy-reply-threshold", 100)  # -BUSY after 0.1 s instead of 5 s
+        # A script that runs 3.5 s: Redis answers every other client -BUSY meanwhile (alive).
+        conn.eval(
+            "local t = redis.call('TIME') while true do local n = redis.call('TIME') "
+            "if (n[1] - t[1]) * 1000000 + n[2] - t[2] > 3500000 then return 1 end end",
+            0,
+        )
+    assert alive(busy)
+    assert server.proc is not None and redis_pids(server.proc.pid) == [busy]
+    assert logged(server, "ERROR", WATCHER) == []
+
+
 # -- the fsync knob ----------------------------------------------------------------------------
 
 

@@ -166,6 +166,20 @@ def ping(address: Address, timeout: float = 0.5) -> bool:
         return False
 
 
+def responds(address: Address, timeout: float = 1.0) -> bool:
+    """True when the Redis at `address` answers a PING at all: +PONG, or an error such as -LOADING
+    or -BUSY from a Redis that is alive but not ready. A frozen one (SIGSTOP, a stuck disk) does not."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            sock.sendall(b"PING\r\n")
+            return bool(sock.recv(64))
+    except OSError:
+        return False
+
+
 def wait_for_ping(proc: subprocess.Popen[bytes], address: Address, log_path: Path, timeout: float) -> None:
     """Block until the Redis `proc` answers PING; raise with the log's last line if it never does."""
     deadline = time.monotonic() + timeout
@@ -288,6 +302,16 @@ class EmbeddedRedis:
             raise EmbeddedRedisError(f"the embedded Redis on {self.data_dir} is not waiting for a restart")
         self._proc = self._spawn_process()
         return self._proc
+
+    def responds(self, timeout: float = 1.0) -> bool:
+        """Whether the running Redis answers at all (see `responds`)."""
+        return responds(self._address, timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the running process (a hung one); the watcher then sees it exit and restarts it."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
 
     def wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
         """Block until `proc` answers PING; if it never does, it is stopped and EmbeddedRedisError raised."""

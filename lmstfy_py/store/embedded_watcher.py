@@ -10,6 +10,12 @@ the same address by themselves. Failed attempts back off (0.1 s doubling, capped
 MAX_FAILED_RESTARTS in a row whose Redis never answered PING, the watcher records why in
 `failure` and calls `give_up`, which stops the server (the CLI then exits 1 with that reason).
 
+A Redis that is alive but answers nothing (stopped with SIGSTOP, its main thread stuck) would
+leave every request answering 503 for ever just the same, so the watcher also sends it a PING
+every PING_EVERY_S; one that has answered nothing at all (not even -LOADING or -BUSY) for
+`hang_s` seconds is killed with SIGKILL, and restarted as a dead one is. With fsync always
+nothing it acknowledged is lost by that; a Redis busy in a long Lua script still answers -BUSY.
+
 The restarted Redis is forked by this thread, so it dies when the thread ends (PR_SET_PDEATHSIG,
 see embedded.py): `stop()` stops the Redis first and the thread after. The thread blocks every
 signal, so process-directed signals still reach the main thread, whose sigtimedwait (several
@@ -28,6 +34,8 @@ from collections.abc import Callable
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError, describe_exit
 
 POLL_S = 0.1
+PING_EVERY_S = 1.0
+HANG_S = 30.0  # config [server] redis_hang_timeout
 MAX_FAILED_RESTARTS = 5
 FIRST_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 2.0
@@ -51,10 +59,12 @@ class RedisWatcher:
         *,
         max_failures: int = MAX_FAILED_RESTARTS,
         poll_s: float = POLL_S,
+        hang_s: float = HANG_S,
     ) -> None:
         self.redis = redis
         self.max_failures = max_failures
         self.poll_s = poll_s
+        self.hang_s = hang_s
         # Why the watcher gave up (the server must then exit non-zero); None while all is well.
         self.failure: str | None = None
         self._give_up = give_up
@@ -83,10 +93,17 @@ class RedisWatcher:
     def _run(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
+            silent_since: float | None = None  # when a PING first went unanswered
+            next_ping = time.monotonic() + PING_EVERY_S
             while not self._stopped.wait(self.poll_s):
                 code = self.redis.exit_code()
-                if code is not None and not self._revive(code):
-                    return
+                if code is not None:
+                    if not self._revive(code):
+                        return
+                    silent_since = None
+                elif time.monotonic() >= next_ping:
+                    silent_since = self._check_answers(silent_since)
+                    next_ping = time.monotonic() + PING_EVERY_S
         except Exception as exc:
             # Never die silently: the Redis this thread started would die with it, unwatched.
             log.exception("the watcher of the embedded Redis failed")
@@ -123,6 +140,26 @@ class RedisWatcher:
                 time.monotonic() - began,
             )
             return True
+
+    def _check_answers(self, silent_since: float | None) -> float | None:
+        """PINGs the Redis; kills it once it has answered nothing for hang_s. The new silent_since."""
+        if self.redis.responds():
+            return None
+        now = time.monotonic()
+        if silent_since is None:
+            return now
+        if now - silent_since < self.hang_s:
+            return silent_since
+        with self._spawning:
+            if self._stopping.is_set():
+                return None
+            log.error(
+                "the embedded Redis (pid %s) has answered nothing for %.0fs; killing it to restart it",
+                self.redis.pid,
+                now - silent_since,
+            )
+            self.redis.kill()
+        return None
 
     def _respawn(self) -> subprocess.Popen[bytes] | None:
         with self._spawning:

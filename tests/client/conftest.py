@@ -1,39 +1,17 @@
 """One real `lmstfy-py serve` (embedded Redis) for the module, and per test a namespace of its own
-with a token and a Client (no retries unless a test asks: a failure shows at once)."""
+with a token, a Client and an AsyncClient (tests/served.py; no retries unless a test asks)."""
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
-from lmstfy_py.client import AsyncClient, Client
-from tests.servers import Server, create_token
+from lmstfy_py.client import AsyncClient
+from tests.served import client, namespace, server, token
+from tests.servers import Server
 
-_names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with Server(tmp_path_factory.mktemp("client")) as running:
-        yield running.start()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"c{next(_names)}"
-
-
-@pytest.fixture
-def token(server: Server, namespace: str) -> str:
-    return create_token(server, namespace)
-
-
-@pytest.fixture
-def client(server: Server, namespace: str, token: str) -> Iterator[Client]:
-    with Client(server.data_url, namespace, token, retries=0) as made:
-        yield made
+__all__ = ["aclient", "client", "namespace", "server", "token"]
 
 
 @pytest.fixture

@@ -1,44 +1,21 @@
-"""One real `lmstfy-py serve` for the module, a namespace and token per test, and `running(worker)`:
-a Worker on its own thread and event loop (as `Worker.run()` runs it), stopped at the end."""
+"""One real `lmstfy-py serve` for the module, a namespace, token and Client per test (tests/served.py),
+and `running(worker)`: a Worker on its own thread and event loop (as `Worker.run()` runs it),
+stopped at the end."""
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
 
-import pytest
-
 from lmstfy_py.client import Client
 from lmstfy_py.worker import Worker
-from tests.servers import Server, create_token
+from tests.served import client, namespace, server, token
 
 STOP_TIMEOUT = 30.0
-_names = itertools.count()
 
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with Server(tmp_path_factory.mktemp("worker")) as running:
-        yield running.start()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"w{next(_names)}"
-
-
-@pytest.fixture
-def token(server: Server, namespace: str) -> str:
-    return create_token(server, namespace)
-
-
-@pytest.fixture
-def client(server: Server, namespace: str, token: str) -> Iterator[Client]:
-    with Client(server.data_url, namespace, token) as made:
-        yield made
+__all__ = ["client", "namespace", "server", "token"]
 
 
 @contextlib.contextmanager

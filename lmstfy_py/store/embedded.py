@@ -155,29 +155,26 @@ def ping(address: Address, timeout: float = 0.5) -> bool:
 
     Raw RESP on a socket: a server still loading its AOF answers -LOADING, which is "not yet".
     """
-    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(address)
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
+    return _ping_reply(address, timeout).startswith(b"+PONG")
 
 
 def responds(address: Address, timeout: float = 1.0) -> bool:
     """True when the Redis at `address` answers a PING at all: +PONG, or an error such as -LOADING
     or -BUSY from a Redis that is alive but not ready. A frozen one (SIGSTOP, a stuck disk) does not."""
+    return bool(_ping_reply(address, timeout))
+
+
+def _ping_reply(address: Address, timeout: float) -> bytes:
+    """The first bytes of the answer to a PING; b"" when none came within `timeout`."""
     family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect(address)
             sock.sendall(b"PING\r\n")
-            return bool(sock.recv(64))
+            return sock.recv(64)
     except OSError:
-        return False
+        return b""
 
 
 def wait_for_ping(proc: subprocess.Popen[bytes], address: Address, log_path: Path, timeout: float) -> None:

@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -207,9 +207,14 @@ class Run:
 
     def _start(self, running: Running) -> None:
         self.running.add(running)
-        running.task = task = self.loop.create_task(self._handle(running))
+        running.task = self._track(self._handle(running))
+
+    def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task the stop waits for (self.tasks) until it has settled its job."""
+        task = self.loop.create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     # -- one job ---------------------------------------------------------------------------------
 
@@ -324,9 +329,7 @@ class Run:
         while self.waiting:
             held = self.waiting.popleft()
             held.abandoned = True
-            task = self.loop.create_task(self._give_back_untried(held.job))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self._track(self._give_back_untried(held.job))
 
     async def _give_back_untried(self, job: Job) -> None:
         """Ready again at once with its try and attempt given back (and no new last error): its

@@ -11,8 +11,9 @@ Each round, on the same server, each in a fresh namespace purged after it:
    handler, async or sync) drains them. Its clock starts at the first job it takes (its start-up
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
    handled and ACKed, end to end (polled every 20 ms).
-It prints jobs/s of both, the CPU of the worker process and of the server, and the ratio
-worker ÷ consume100_batch; then the medians over --rounds.
+3. consume100_batch again.
+It prints jobs/s of each, the CPU of the worker process and of the server, and each worker run's
+ratio to the mean of its round's two consume100_batch runs; then the medians over --rounds.
 """
 
 from __future__ import annotations
@@ -223,37 +224,57 @@ def fmt(figures: Figures) -> str:
     return text + f" other {figures.other_cpu_pct:.0f}%"
 
 
-def run_rounds(args: argparse.Namespace, url: str, admin: str) -> dict[str, list[Figures]]:
+def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     data = bench.address_of(url)
     server_pid = bench.server_pid_by_port(data[1])
     procs = Processes(server_pid, bench.redis_child(server_pid, bench.parents()))
     base = Target(data, "", "", args.clients, 0.0, 0)
     print(f"bench_worker: server pids {procs}; {bench.machine()}", flush=True)
     variants = [Variant(h, p) for h in args.handlers for p in args.prefetch]
-    found: dict[str, list[Figures]] = {"consume100_batch": [], **{v.name: [] for v in variants}}
-    for round_no in range(1, args.rounds + 1):
+    found = Found({"consume100_batch": [], **{v.name: [] for v in variants}}, {v.name: [] for v in variants})
+
+    def batch_run(round_no: int, when: str) -> float:
         with fresh_namespace(base, admin, "batch") as t:
             batch = uvloop.run(consume100_batch(t, procs, args.jobs))  # as bench.py runs its clients
-        found["consume100_batch"].append(batch)
-        print(f"round {round_no}: {'consume100_batch':<16} {fmt(batch)}", flush=True)
+        found.figures["consume100_batch"].append(batch)
+        print(f"round {round_no}: {'consume100_batch':<16} {fmt(batch)}  ({when})", flush=True)
         time.sleep(args.settle)
+        return batch.jobs_per_s
+
+    for round_no in range(1, args.rounds + 1):
+        opening = batch_run(round_no, "opening")
+        rounds: list[tuple[Variant, Figures]] = []
         for variant in variants:
             with fresh_namespace(base, admin, variant.name) as t:
                 figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
-            found[variant.name].append(figures)
-            ratio = figures.jobs_per_s / batch.jobs_per_s
-            print(f"round {round_no}: {variant.name:<16} {fmt(figures)}  ratio {ratio:.2f}", flush=True)
+            found.figures[variant.name].append(figures)
+            rounds.append((variant, figures))
+            print(f"round {round_no}: {variant.name:<16} {fmt(figures)}", flush=True)
             time.sleep(args.settle)
+        # The machine's speed drifts within a round (a CPU-bound loop here varied 2x from one second
+        # to the next, idle): each worker run is set against the mean of a batch run before and after.
+        closing = batch_run(round_no, "closing")
+        for variant, figures in rounds:
+            ratio = figures.jobs_per_s / ((opening + closing) / 2)
+            found.ratios[variant.name].append(ratio)
+            print(f"round {round_no}: {variant.name:<16} ÷ consume100_batch (mean of both) {ratio:.2f}", flush=True)
     return found
 
 
-def report(found: dict[str, list[Figures]]) -> None:
-    medians = {name: statistics.median(f.jobs_per_s for f in figures) for name, figures in found.items()}
+@dataclass
+class Found:
+    figures: dict[str, list[Figures]]  # of every run, by scenario
+    ratios: dict[str, list[float]]  # worker variant -> its ratio in each round
+
+
+def report(found: Found) -> None:
     print("medians:", flush=True)
-    for name, value in medians.items():
-        shown = f"  {name:<16} {value:>9,.0f} jobs/s"
-        if name != "consume100_batch":
-            shown += f"  worker ÷ consume100_batch {value / medians['consume100_batch']:.2f}"
+    for name, figures in found.figures.items():
+        shown = f"  {name:<16} {statistics.median(f.jobs_per_s for f in figures):>9,.0f} jobs/s"
+        if name in found.ratios:
+            ratios = found.ratios[name]
+            shown += f"  worker ÷ consume100_batch {statistics.median(ratios):.2f} (rounds: "
+            shown += ", ".join(f"{r:.2f}" for r in ratios) + ")"
         print(shown, flush=True)
 
 

@@ -137,11 +137,16 @@ def test_bench_worker() -> None:
     args = ["--jobs", "300", "--rounds", "1", "--clients", "4", "--settle", "0", "--server-workers", "1"]
     args += ["--handlers", "sync,async-5ms", "--prefetch", "0,default", "--http-server", "uvicorn"]
     out = ok(run("benchmarks/bench_worker.py", *args))
-    assert re.search(r"^round 1: consume100_batch +300 jobs in [\d.]+ s: +[\d,]+ jobs/s", out, re.MULTILINE), out
-    for handler in ("sync-p0", "sync", "async-5ms-p0", "async-5ms"):
-        line = rf"^round 1: worker-{handler} +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* worker \d+% .* ratio [\d.]+$"
+    for when in ("opening", "closing"):
+        line = rf"^round 1: consume100_batch +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* \({when}\)$"
         assert re.search(line, out, re.MULTILINE), out
-        assert re.search(rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+$", out, re.MULTILINE)
+    for handler in ("sync-p0", "sync", "async-5ms-p0", "async-5ms"):
+        line = rf"^round 1: worker-{handler} +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* worker \d+% other \d+%$"
+        assert re.search(line, out, re.MULTILINE), out
+        line = rf"^round 1: worker-{handler} +÷ consume100_batch \(mean of both\) [\d.]+$"
+        assert re.search(line, out, re.MULTILINE), out
+        line = rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+ \(rounds: [\d.]+\)$"
+        assert re.search(line, out, re.MULTILINE), out
     assert "server stop exit code: 0" in out
 
 

@@ -3,7 +3,8 @@
 - Two fetchers keep up to `concurrency + prefetch` jobs in hand (each consume at most `count`),
   long-polling `poll` seconds. A job starts its handler when a slot is free, else waits in the
   prefetch buffer: the next consume's round trip then overlaps the handlers' work instead of
-  leaving slots idle.
+  leaving slots idle. While jobs are in hand, a fetcher waits until room for half a consume is
+  free: asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
 - A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
@@ -171,9 +172,11 @@ class Run:
         holding more than `concurrency + prefetch` jobs (running, waiting, asked for)."""
         failures = 0
         limit = self.w.concurrency + self.w.prefetch
+        enough = max(1, min(self.w.count, limit) // 2)
         while not self.stopping.is_set():
             free = limit - len(self.running) - len(self.waiting) - self.requested
-            if free <= 0:
+            idle = not (self.running or self.waiting or self.requested)
+            if free <= 0 or (free < enough and not idle):
                 self.slot_freed.clear()
                 await self.slot_freed.wait()
                 continue

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -312,3 +313,25 @@ def test_a_prefetched_job_is_touched_while_it_waits(server: Server, namespace: s
     with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=1, prefetch=1)):
         wait_until(lambda: drained(client, "q") and sum(deliveries.values()) == 2, timeout=15)
     assert deliveries == {job_id: 1 for job_id in published}  # neither delivered again
+
+
+def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    # 8 slots + 8 held, consumes of 8: in hand 16; a new consume once 4 have room, not 1 per slot.
+    gate = threading.Semaphore(0)
+    client.publish_many("q", [str(i) for i in range(40)])
+    worker = make_worker(server, namespace, token, lambda job: gate.acquire(), queues="q", concurrency=8, prefetch=8)
+    with running(worker):
+        wait_until(lambda: (client.stats("q").reserved, client.stats("q").ready) == (16, 24), what="16 in hand")
+        for in_hand in (15, 14, 13):
+            gate.release()
+            wait_until(lambda n=in_hand: client.stats("q").reserved == n, what=f"{16 - in_hand} ACKed")
+            time.sleep(0.3)  # room for fewer than 4: nothing consumed
+            assert (client.stats("q").reserved, client.stats("q").ready) == (in_hand, 24)
+        gate.release()
+        wait_until(lambda: (client.stats("q").reserved, client.stats("q").ready) == (16, 20), what="one consume of 4")
+        for _ in range(40):
+            gate.release()
+        wait_until(lambda: drained(client, "q"), what="all handled")
+    assert worker.tally.processed == 40

@@ -243,18 +243,18 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
 
     for round_no in range(1, args.rounds + 1):
         opening = batch_run(round_no, "opening")
-        rounds: list[tuple[Variant, Figures]] = []
+        runs: list[tuple[Variant, Figures]] = []
         for variant in variants:
             with fresh_namespace(base, admin, variant.name) as t:
                 figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
             found.figures[variant.name].append(figures)
-            rounds.append((variant, figures))
+            runs.append((variant, figures))
             print(f"round {round_no}: {variant.name:<16} {fmt(figures)}", flush=True)
             time.sleep(args.settle)
         # The machine's speed drifts within a round (a CPU-bound loop here varied 2x from one second
         # to the next, idle): each worker run is set against the mean of a batch run before and after.
         closing = batch_run(round_no, "closing")
-        for variant, figures in rounds:
+        for variant, figures in runs:
             ratio = figures.jobs_per_s / ((opening + closing) / 2)
             found.ratios[variant.name].append(ratio)
             print(f"round {round_no}: {variant.name:<16} ÷ consume100_batch (mean of both) {ratio:.2f}", flush=True)

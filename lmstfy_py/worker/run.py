@@ -39,7 +39,8 @@ T = TypeVar("T")
 
 # Consumes in flight at once, each for its share of the free slots: while one waits for the
 # server's answer, the jobs of the other run. Four and eight were slower (more requests for the
-# same jobs), one no faster with no-op handlers (docs/PERFORMANCE.md, "The Python worker").
+# same jobs; four again after the half-consume rule), one no faster with no-op handlers
+# (docs/PERFORMANCE.md, "The Python worker").
 FETCHERS = 2
 BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
 MAX_BACKOFF_S = 5.0

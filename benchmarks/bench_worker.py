@@ -12,7 +12,8 @@ Each round, on the same server, each in a fresh namespace purged after it:
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
    handled and ACKed, end to end (polled every 20 ms).
 3. consume100_batch again.
-It prints jobs/s of each, the CPU of the worker process and of the server, and each worker run's
+It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's clients,
+or the worker process), and that CPU per job; each worker run's
 ratio to the mean of its round's two consume100_batch runs; then the medians over --rounds.
 """
 
@@ -68,19 +69,27 @@ async def wait_5ms(job: object) -> None:
 
 @dataclass
 class Figures:
-    """CPU in % of one core over the window: the server's processes, its Redis, the worker process,
-    and whatever else the machine ran (above ~10% the figures of that line are noisy)."""
+    """CPU in % of one core over the window: the server's processes, its Redis, the consuming side
+    (`consumer`: bench.py's batch clients in this process, or the worker process), and whatever
+    else the machine ran (above ~10% the figures of that line are noisy)."""
 
     jobs: int
     seconds: float
     server_cpu_pct: float
     redis_cpu_pct: float
+    consumer: str
+    consumer_cpu_pct: float
     other_cpu_pct: float
-    worker_cpu_pct: float | None = None
 
     @property
     def jobs_per_s(self) -> float:
         return self.jobs / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_job(self) -> float:
+        """What the whole pipeline (server, Redis, consumer) spent on a job."""
+        cpu_pct = self.server_cpu_pct + self.redis_cpu_pct + self.consumer_cpu_pct
+        return cpu_pct / 100 * self.seconds / self.jobs * 1e6 if self.jobs else 0.0
 
 
 # -- prefill and the consume100_batch scenario ----------------------------------------------------
@@ -105,9 +114,8 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
     result = await bench.measure(
         "consume100_batch", Meter(procs, None), [bench.batch_acker(t, QUEUE) for _ in range(t.clients)], DRAIN_TIMEOUT_S
     )
-    return Figures(
-        result.jobs, result.seconds, result.server_cpu_pct or 0.0, result.redis_cpu_pct or 0.0, result.other_cpu_pct
-    )
+    server, redis = result.server_cpu_pct or 0.0, result.redis_cpu_pct or 0.0
+    return Figures(result.jobs, result.seconds, server, redis, "bench", result.client_cpu_pct, result.other_cpu_pct)
 
 
 # -- the worker ---------------------------------------------------------------------------------------
@@ -178,7 +186,7 @@ def cpu_now(procs: Processes, worker_pid: int) -> tuple[float, ...]:
 def figures_of(jobs: int, start: tuple[float, ...], end: tuple[float, ...]) -> Figures:
     seconds = end[0] - start[0]
     server, redis, worker, me, busy = (100 * (b - a) / seconds for a, b in zip(start[1:], end[1:], strict=True))
-    return Figures(jobs, seconds, server, redis, max(0.0, busy - server - redis - worker - me), worker)
+    return Figures(jobs, seconds, server, redis, "worker", worker, max(0.0, busy - server - redis - worker - me))
 
 
 @contextmanager
@@ -219,9 +227,8 @@ def fresh_namespace(base: Target, admin: str, name: str) -> Iterator[Target]:
 def fmt(figures: Figures) -> str:
     text = f"{figures.jobs:,} jobs in {figures.seconds:.2f} s: {figures.jobs_per_s:>9,.0f} jobs/s  "
     text += f"cpu server {figures.server_cpu_pct:.0f}% redis {figures.redis_cpu_pct:.0f}%"
-    if figures.worker_cpu_pct is not None:
-        text += f" worker {figures.worker_cpu_pct:.0f}%"
-    return text + f" other {figures.other_cpu_pct:.0f}%"
+    text += f" {figures.consumer} {figures.consumer_cpu_pct:.0f}% other {figures.other_cpu_pct:.0f}%"
+    return text + f"  {figures.cpu_us_per_job:.0f} µs cpu/job"
 
 
 def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:

@@ -12,9 +12,9 @@ Each round, on the same server, each in a fresh namespace purged after it:
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
    handled and ACKed, end to end (polled every 20 ms).
 3. consume100_batch again.
-It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's clients,
-or the worker process), and that CPU per job; each worker run's
-ratio to the mean of its round's two consume100_batch runs; then the medians over --rounds.
+It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's
+clients, or the worker process), and that CPU per job; each worker run's ratio to the mean of its
+round's two consume100_batch runs; then the medians over --rounds.
 """
 
 from __future__ import annotations
@@ -231,6 +231,12 @@ def fmt(figures: Figures) -> str:
     return text + f"  {figures.cpu_us_per_job:.0f} µs cpu/job"
 
 
+@dataclass
+class Found:
+    figures: dict[str, list[Figures]]  # of every run, by scenario
+    ratios: dict[str, list[float]]  # worker variant -> its ratio in each round
+
+
 def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     data = bench.address_of(url)
     server_pid = bench.server_pid_by_port(data[1])
@@ -266,12 +272,6 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
             found.ratios[variant.name].append(ratio)
             print(f"round {round_no}: {variant.name:<16} ÷ consume100_batch (mean of both) {ratio:.2f}", flush=True)
     return found
-
-
-@dataclass
-class Found:
-    figures: dict[str, list[Figures]]  # of every run, by scenario
-    ratios: dict[str, list[float]]  # worker variant -> its ratio in each round
 
 
 def report(found: Found) -> None:

@@ -51,3 +51,9 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0, what: str = "co
 def drained(client: Client, *queues: str) -> bool:
     """Nothing ready, delayed or reserved: every job handled and ACKed (or buried)."""
     return all((stats.ready, stats.delayed, stats.reserved) == (0, 0, 0) for stats in (client.stats(q) for q in queues))
+
+
+def reserved_and_ready(client: Client, queue: str) -> tuple[int, int]:
+    """One stats call: the two counts seen at the same instant."""
+    stats = client.stats(queue)
+    return stats.reserved, stats.ready

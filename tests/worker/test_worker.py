@@ -21,7 +21,7 @@ from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
 from lmstfy_py.worker.run import STOPPED_REASON
 from tests.servers import Server, create_token
-from tests.worker.conftest import drained, running, wait_until
+from tests.worker.conftest import drained, reserved_and_ready, running, wait_until
 
 
 def make_worker(server: Server, namespace: str, token: str, handler: Callable[[Job], Any], **more: Any) -> Worker:
@@ -280,7 +280,7 @@ def test_prefetched_jobs_wait_for_a_slot_and_go_back_untried_at_a_stop(
     with running(worker):
         wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 5, what="2 running, 3 held")
         time.sleep(0.3)  # nothing more is consumed, and no third handler starts
-        assert (len(started), client.stats("q").reserved, client.stats("q").ready) == (2, 5, 3)
+        assert (len(started), *reserved_and_ready(client, "q")) == (2, 5, 3)
     assert worker.tally.given_back == 5
     # The 2 that ran used their only try (released at the stop, they could only go to the dead letter).
     assert sorted(dead.id for dead in client.dead_jobs("q").jobs) == sorted(started)
@@ -298,7 +298,7 @@ def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str
     with running(worker):
         wait_until(lambda: len(started) == 2)
         time.sleep(0.3)
-        assert (client.stats("q").reserved, client.stats("q").ready) == (2, 4)
+        assert reserved_and_ready(client, "q") == (2, 4)
 
 
 def test_a_prefetched_job_is_touched_while_it_waits(server: Server, namespace: str, token: str, client: Client) -> None:
@@ -323,14 +323,14 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
     client.publish_many("q", [str(i) for i in range(40)])
     worker = make_worker(server, namespace, token, lambda job: gate.acquire(), queues="q", concurrency=8, prefetch=8)
     with running(worker):
-        wait_until(lambda: (client.stats("q").reserved, client.stats("q").ready) == (16, 24), what="16 in hand")
+        wait_until(lambda: reserved_and_ready(client, "q") == (16, 24), what="16 in hand")
         for in_hand in (15, 14, 13):
             gate.release()
             wait_until(lambda n=in_hand: client.stats("q").reserved == n, what=f"{16 - in_hand} ACKed")
             time.sleep(0.3)  # room for fewer than 4: nothing consumed
-            assert (client.stats("q").reserved, client.stats("q").ready) == (in_hand, 24)
+            assert reserved_and_ready(client, "q") == (in_hand, 24)
         gate.release()
-        wait_until(lambda: (client.stats("q").reserved, client.stats("q").ready) == (16, 20), what="one consume of 4")
+        wait_until(lambda: reserved_and_ready(client, "q") == (16, 20), what="one consume of 4")
         for _ in range(40):
             gate.release()
         wait_until(lambda: drained(client, "q"), what="all handled")

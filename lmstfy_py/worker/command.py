@@ -32,7 +32,10 @@ USAGE_ERROR = 2
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
-    help="Jobs held beyond the running ones, waiting for a slot.  [default: the concurrency]",
+    help=(
+        "Jobs held beyond the running ones, waiting for a slot.  [default: what the handlers finish"
+        " in two consume round trips, at least the concurrency, at most 400]"
+    ),
 )
 @click.option(
     "--ttr",
@@ -44,7 +47,7 @@ USAGE_ERROR = 2
 @click.option(
     "--count",
     type=click.IntRange(1, 100),
-    help="Most jobs per consume.  [default: half of concurrency + prefetch, at most 100]",
+    help="Most jobs per consume (each asks for at most the free room).  [default: 100]",
 )
 @click.option(
     "--grace",

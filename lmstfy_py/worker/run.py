@@ -1,10 +1,11 @@
 """One run of a Worker: its loops on one event loop, and the jobs in hand.
 
-- Two fetchers keep up to `concurrency + prefetch` jobs in hand (each consume at most `count`),
-  long-polling `poll` seconds. A job starts its handler when a slot is free, else waits in the
-  prefetch buffer: the next consume's round trip then overlaps the handlers' work instead of
-  leaving slots idle. While jobs are in hand, a fetcher waits until room for half a consume is
-  free: asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
+- FETCHERS consume loops keep up to `concurrency + prefetch` jobs in hand (each consume at most
+  `count`), long-polling `poll` seconds. A job starts its handler when a slot is free, else waits
+  in the prefetch buffer: the next consume's round trip then overlaps the handlers' work instead
+  of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
+  (pace.py). While jobs are in hand, a fetcher waits until room for half a consume is free:
+  asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
 - A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
@@ -33,15 +34,16 @@ from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.worker.acks import AckBatcher
 from lmstfy_py.worker.handlers import MAX_REASON_BYTES, failure_reason, truncate_utf8, where
 from lmstfy_py.worker.metrics import Recorder
+from lmstfy_py.worker.pace import Pace
 
 log = logging.getLogger("lmstfy_py.worker")
 T = TypeVar("T")
 
-# Consumes in flight at once, each for its share of the free slots: while one waits for the
-# server's answer, the jobs of the other run. Four and eight were slower (more requests for the
-# same jobs; four again after the half-consume rule), one no faster with no-op handlers
-# (docs/PERFORMANCE.md, "The Python worker").
-FETCHERS = 2
+# Consumes in flight at most, each for up to `count` of the free room: while some wait for the
+# server's answer, the jobs of the others run. Four full consumes of quick handlers' jobs kept the
+# server busier than two (docs/PERFORMANCE.md, "The Python worker"); the half-consume rule keeps
+# a small buffer from being split into small consumes.
+FETCHERS = 4
 BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
 MAX_BACKOFF_S = 5.0
 MIN_TOUCH_PERIOD_S = 0.05
@@ -57,7 +59,7 @@ class Settings:
     namespace: str
     queues: list[str]
     concurrency: int
-    prefetch: int
+    prefetch: int | None  # None: it follows the handlers' pace (pace.py)
     ttr: float
     count: int
     grace: float
@@ -105,11 +107,15 @@ class Run:
         self.waiting: deque[Running] = deque()  # reserved, their handlers not started: the prefetch
         self.requested = 0  # jobs asked for by the consumes in flight
         self.tasks: set[asyncio.Task[None]] = set()  # every handler task, until it has settled its job
-        self.slot_freed = asyncio.Event()  # a handler ended (or the stop hurries)
+        self.slot_freed = asyncio.Event()  # in a stop: a handler ended, or the stop hurries
+        # Fetchers waiting for room, each woken alone: waking them all at every handler's end cost
+        # more than the consumes.
+        self.idle_fetchers: deque[asyncio.Future[None]] = deque()
         self.stopping = asyncio.Event()
         self.hurry = False
         self.deadline = math.inf  # loop time when the grace ends
         self.crash: BaseException | None = None
+        self.pace = Pace(settings.concurrency, self.loop.time())
 
     def request_stop(self) -> None:
         if self.stopping.is_set():
@@ -120,6 +126,8 @@ class Run:
             log.info("stopping: no new jobs; %d running handler(s) get %g s to finish", len(self.running), self.w.grace)
         self.stopping.set()
         self.slot_freed.set()
+        while self.idle_fetchers:
+            self._wake_fetcher()
 
     async def run(self) -> None:
         log.info(
@@ -172,17 +180,15 @@ class Run:
         """One of FETCHERS consume loops: together they keep up to that many consumes in flight, never
         holding more than `concurrency + prefetch` jobs (running, waiting, asked for)."""
         failures = 0
-        limit = self.w.concurrency + self.w.prefetch
-        enough = max(1, min(self.w.count, limit) // 2)
         while not self.stopping.is_set():
-            free = limit - len(self.running) - len(self.waiting) - self.requested
-            idle = not (self.running or self.waiting or self.requested)
-            if free <= 0 or (free < enough and not idle):
-                self.slot_freed.clear()
-                await self.slot_freed.wait()
+            count = self._consume_size()
+            if not count:
+                room = self.loop.create_future()
+                self.idle_fetchers.append(room)
+                await room
                 continue
-            count = min(free, self.w.count)
             self.requested += count
+            sent = self.loop.time()
             try:
                 jobs = await self.client.consume_many(self.w.queues, count, ttr=self.w.ttr, timeout=self.w.poll)
             except (Unavailable, Throttled) as exc:
@@ -198,12 +204,32 @@ class Run:
                 log.info("consuming again after %d failed attempt(s)", failures)
                 failures = 0
             now = self.loop.time()
+            if len(jobs) == count:
+                self.pace.consumed(now - sent)
             for job in jobs:
                 held = Running(job, now + self.w.ttr / 2)
                 if len(self.running) < self.w.concurrency and not self.stopping.is_set():
                     self._start(held)
                 else:
                     self.waiting.append(held)
+
+    def _consume_size(self) -> int:
+        """How many jobs the next consume asks for; 0: not yet (less than half a consume of room
+        while jobs are in hand)."""
+        fixed = self.w.prefetch
+        limit = self.w.concurrency + (self.pace.prefetch(self.loop.time()) if fixed is None else fixed)
+        free = limit - len(self.running) - len(self.waiting) - self.requested
+        if free <= 0:
+            return 0
+        idle = not (self.running or self.waiting or self.requested)
+        return min(free, self.w.count) if idle or free >= min(self.w.count, limit) // 2 else 0
+
+    def _wake_fetcher(self) -> None:
+        while self.idle_fetchers:
+            room = self.idle_fetchers.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -232,9 +258,13 @@ class Run:
             failure = exc
         finally:
             self.running.discard(running)
+            self.pace.finished()
             if self.waiting and not self.stopping.is_set():
                 self._start(self.waiting.popleft())
-            self.slot_freed.set()
+            if self.stopping.is_set():
+                self.slot_freed.set()
+            elif self.idle_fetchers and self._consume_size():
+                self._wake_fetcher()
         if running.abandoned:
             return  # released at the stop: another worker may have it by now
         seconds = time.perf_counter() - started

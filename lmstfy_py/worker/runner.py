@@ -13,7 +13,7 @@ from typing import Any
 from lmstfy_py.client import AsyncClient, Job
 from lmstfy_py.worker.handlers import Handler, HandlerThreads, is_async
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
-from lmstfy_py.worker.run import FETCHERS, Run, Settings, Tally
+from lmstfy_py.worker.run import Run, Settings, Tally
 
 MAX_COUNT = 100  # the server's largest consume
 
@@ -24,10 +24,11 @@ class Worker:
     `handler` is a function or a coroutine function taking a `Job`: a return ACKs the job,
     `raise Bury("why")` buries it, any other exception releases it with the job's backoff.
     Sync handlers run on `concurrency` threads, async ones on the event loop. `prefetch` jobs
-    more than `concurrency` may be held reserved, waiting for a slot (default: as many as the
-    concurrency; touched like running ones, given back untried at a stop). `ttr` is the
-    reservation of each job (touched while it is held); `count` caps a consume (default: half of
-    concurrency + prefetch, so that two consumes are in flight, at most 100); `grace` is what
+    more than `concurrency` may be held reserved, waiting for a slot (touched like running ones,
+    given back untried at a stop); by default the buffer follows the handlers' pace: what they
+    finish in two consume round trips, at least the concurrency, at most 400 (pace.py). `ttr` is
+    the reservation of each job (touched while it is held); `count` caps a consume (default
+    100, the most the server gives; a consume asks for at most the free room); `grace` is what
     in-flight handlers get at a stop; `poll` the long-poll wait in seconds; `metrics_port`
     serves Prometheus metrics (metrics.py).
     """
@@ -53,9 +54,9 @@ class Worker:
         self.url, self.token, self.namespace = url, token, namespace
         self.queues = [queues] if isinstance(queues, str) else list(queues)
         self.concurrency = concurrency
-        self.prefetch = concurrency if prefetch is None else prefetch
+        self.prefetch = prefetch
         self.ttr = ttr
-        self.count = count or min(-(-(concurrency + self.prefetch) // FETCHERS), MAX_COUNT)
+        self.count = count or MAX_COUNT
         self.grace = grace
         self.poll = poll
         self.timeout = timeout
@@ -70,7 +71,7 @@ class Worker:
             raise ValueError("give at least one queue")
         if self.concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if self.prefetch < 0:
+        if self.prefetch is not None and self.prefetch < 0:
             raise ValueError("prefetch must not be negative")
         if not 1 <= self.count <= MAX_COUNT:
             raise ValueError(f"count must be 1..{MAX_COUNT}")

@@ -321,7 +321,8 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
     # 8 slots + 8 held, consumes of 8: in hand 16; a new consume once 4 have room, not 1 per slot.
     gate = threading.Semaphore(0)
     client.publish_many("q", [str(i) for i in range(40)])
-    worker = make_worker(server, namespace, token, lambda job: gate.acquire(), queues="q", concurrency=8, prefetch=8)
+    handler = lambda job: gate.acquire()  # noqa: E731
+    worker = make_worker(server, namespace, token, handler, queues="q", concurrency=8, prefetch=8, count=8)
     with running(worker):
         wait_until(lambda: reserved_and_ready(client, "q") == (16, 24), what="16 in hand")
         for in_hand in (15, 14, 13):
@@ -335,3 +336,39 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
             gate.release()
         wait_until(lambda: drained(client, "q"), what="all handled")
     assert worker.tally.processed == 40
+
+
+def test_by_default_slow_handlers_hold_no_more_than_the_concurrency_in_waiting(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    started: list[str] = []
+    client.publish_many("q", [str(i) for i in range(20)], tries=2)
+    with running(make_worker(server, namespace, token, endless_noting(started), queues="q", concurrency=3, grace=0)):
+        wait_until(lambda: len(started) == 3, what="3 running")
+        time.sleep(0.5)  # the handlers finish nothing: the buffer stays at the concurrency
+        assert reserved_and_ready(client, "q") == (6, 14)
+
+
+def test_by_default_quick_handlers_get_a_larger_buffer(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    # 3,000 jobs end at once, then every handler blocks: what is in hand then is what the quick
+    # ones made the worker ask for (about two consume round trips of their pace), far beyond the
+    # concurrency's worth that a fixed buffer of that size would hold.
+    quick, gate = 3_000, threading.Event()
+    handled: list[str] = []
+
+    async def quick_then_blocked(job: Job) -> None:
+        handled.append(job.id)
+        if len(handled) > quick:
+            await asyncio.to_thread(gate.wait)
+
+    for _ in range(4_000 // 50):
+        client.publish_many("q", ["x"] * 50)
+    with running(make_worker(server, namespace, token, quick_then_blocked, queues="q", concurrency=4)):
+        wait_until(lambda: len(handled) >= quick + 4, what="the quick jobs handled", timeout=60)
+        time.sleep(0.5)  # the consumes in flight land
+        in_hand = client.stats("q").reserved
+        gate.set()
+        wait_until(lambda: drained(client, "q"), what="all handled", timeout=60)
+    assert 3 * 4 <= in_hand <= 4 + 400

@@ -1,0 +1,51 @@
+"""How many jobs a worker holds beyond its running ones (its prefetch) when left to choose.
+
+A fixed buffer is wrong for someone: the concurrency's worth starves quick handlers (they finish
+it long before the next consume comes back, and wait), while a large one lets slow handlers hoard
+jobs another worker could run. So the buffer follows what it is for: the jobs the handlers finish
+during ROUND_TRIPS consume round trips, both measured as the worker runs and smoothed. Never less
+than the concurrency (the buffer of a worker that has measured nothing yet), never more than
+MAX_AUTO_PREFETCH. With quick handlers the buffer grows until the consumes in flight, not the
+buffer, bound the pace; with slow ones a job waits for a slot about two round trips at most.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Four consumes of 100: with fewer in flight, no-op handlers on a 2-core machine ran at ~0.55x
+# the batch clients' pace; with four, ~0.7x (docs/PERFORMANCE.md, "The Python worker").
+MAX_AUTO_PREFETCH = 400
+ROUND_TRIPS = 2
+RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long
+SMOOTHING = 0.3  # weight of a new measure against what was known
+
+
+class Pace:
+    """The handlers' pace and the consumes' round trip, and the buffer they call for."""
+
+    def __init__(self, concurrency: int, now: float) -> None:
+        self.floor = concurrency
+        self.rate = 0.0  # jobs per second the handlers finish
+        self.round_trip = 0.0  # seconds a consume that got all it asked for took
+        self._window_start = now
+        self._finished = 0  # handlers ended in the current window
+
+    def finished(self) -> None:
+        self._finished += 1
+
+    def consumed(self, seconds: float) -> None:
+        """A consume that got every job it asked for: its time is the round trip, no long-poll wait."""
+        self.round_trip = _smooth(self.round_trip, seconds)
+
+    def prefetch(self, now: float) -> int:
+        elapsed = now - self._window_start
+        if elapsed >= RATE_WINDOW_S:
+            self.rate = _smooth(self.rate, self._finished / elapsed)
+            self._window_start, self._finished = now, 0
+        wanted = math.ceil(ROUND_TRIPS * self.rate * self.round_trip)
+        return max(self.floor, min(MAX_AUTO_PREFETCH, wanted))
+
+
+def _smooth(known: float, measured: float) -> float:
+    return measured if known == 0.0 else known + SMOOTHING * (measured - known)

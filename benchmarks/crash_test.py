@@ -59,7 +59,8 @@ class Ledger:
     uncertain_publishes: int = 0  # no answer: the job may or may not exist
     deliveries: Counter[str] = field(default_factory=Counter)
     acked: set[str] = field(default_factory=set)
-    # ACKs whose answer was lost with the killed server: they may or may not have been done.
+    # ACKs whose outcome is unknown, so they may or may not have been done: the answer was lost
+    # with the killed server, or was a 5xx (Redis went away after running the ACK, before replying).
     ack_unanswered: set[str] = field(default_factory=set)
     errors: Counter[str] = field(default_factory=Counter)
 
@@ -72,7 +73,7 @@ class Report:
     starts: int
     published: int
     acked: int
-    ack_answer_lost: int  # ACKed, though its 204 was lost with the server: Redis no longer holds the job
+    ack_answer_lost: int  # ACKed, though no 204 came back (lost, or a 5xx): Redis no longer holds the job
     dead: int
     expired: int
     expired_still_stored: int  # expired by their ttl, yet Redis still holds their data
@@ -130,6 +131,10 @@ async def consume(client: httpx.AsyncClient, token: str, ledger: Ledger, stop: a
                 raise
             if acked.status_code == 204:
                 ledger.acked.add(job_id)
+            else:
+                ledger.errors[f"ack {acked.status_code}"] += 1
+                if acked.status_code >= 500:
+                    ledger.ack_unanswered.add(job_id)
         except httpx.TransportError:
             ledger.errors["transport"] += 1
             await asyncio.sleep(0.05)
@@ -157,7 +162,7 @@ async def unaccounted(ledger: Ledger, redis: Redis) -> set[str]:
 
 
 async def acked_unanswered(ledger: Ledger, redis: Redis, candidates: set[str]) -> set[str]:
-    """Jobs whose ACK got no answer and that Redis no longer holds: the ACK was done, its answer lost.
+    """Jobs whose ACK got no answer (or a 5xx) and that Redis no longer holds: the ACK was done.
 
     Had the ACK not been done, the job would still be stored (reserved, then delivered again).
     """
@@ -252,7 +257,7 @@ async def run(workdir: Path, settings: Settings, http_server: str | None = None)
 def print_report(report: Report) -> None:
     print(f"server starts:        {report.starts} ({report.kills} SIGKILLs)")
     print(f"published:            {report.published}")
-    print(f"acked:                {report.acked} (+{report.ack_answer_lost} whose 204 was lost with the server)")
+    print(f"acked:                {report.acked} (+{report.ack_answer_lost} whose 204 never came: lost, or a 5xx)")
     print(f"dead:                 {report.dead}")
     print(f"expired:              {report.expired} ({report.expired_still_stored} of them still stored)")
     print(f"missing:              {len(report.missing)}")

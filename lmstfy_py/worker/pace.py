@@ -6,15 +6,17 @@ jobs another worker could run. So the buffer follows what it is for: the jobs th
 during ROUND_TRIPS consume round trips, both measured as the worker runs and smoothed. Never less
 than the concurrency (the buffer of a worker that has measured nothing yet), never more than
 MAX_AUTO_PREFETCH. With quick handlers the buffer grows until the consumes in flight, not the
-buffer, bound the pace; with slow ones a job waits for a slot about two round trips at most.
+buffer, bound the pace; slow ones keep the concurrency's worth, as a fixed default would, and the
+buffer grows past it only by what they get through in two round trips.
 """
 
 from __future__ import annotations
 
 import math
 
-# Four consumes of 100: with fewer in flight, no-op handlers on a 2-core machine ran at ~0.55x
-# the batch clients' pace; with four, ~0.7x (docs/PERFORMANCE.md, "The Python worker").
+# Four consumes of 100 (run.py's FETCHERS): with 128 jobs in flight, no-op handlers on a 2-core
+# machine ran at ~0.5x the batch clients' pace; with this, ~0.65x (docs/PERFORMANCE.md, "The
+# Python worker").
 MAX_AUTO_PREFETCH = 400
 ROUND_TRIPS = 2
 RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long

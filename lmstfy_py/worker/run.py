@@ -41,8 +41,9 @@ T = TypeVar("T")
 
 # Consumes in flight at most, each for up to `count` of the free room: while some wait for the
 # server's answer, the jobs of the others run. Four full consumes of quick handlers' jobs kept the
-# server busier than two (docs/PERFORMANCE.md, "The Python worker"); the half-consume rule keeps
-# a small buffer from being split into small consumes.
+# server busier than two; eight cost the worker a third more CPU for the same pace
+# (docs/PERFORMANCE.md, "The Python worker"). The half-consume rule keeps a small buffer from
+# being split into small consumes.
 FETCHERS = 4
 BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
 MAX_BACKOFF_S = 5.0

@@ -4,7 +4,8 @@
 one: a busy worker sends one ACK per 100 jobs, not one per consume. A round that fails (server
 away) is sent again with backoff, so an ACK is never dropped for an outage; if it still cannot
 be sent when the worker stops, its job is delivered again after its ttr (at least once, never
-lost)."""
+lost). A stop lets the round in flight finish (`close`): cancelled, a round's ids were gone
+before its requests were written, and its jobs stayed reserved until their ttr."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ class AckBatcher:
         self._wake = asyncio.Event()
         self._full = asyncio.Event()  # some queue has a whole batch waiting
         self._failures = 0  # rounds failed in a row
+        self._closed = asyncio.Event()
         self.sent = 0  # jobs ACKed so far
 
     def add(self, queue: str, job_id: str) -> None:
@@ -47,22 +49,32 @@ class AckBatcher:
         return sum(map(len, self._pending.values()))
 
     async def run(self) -> None:
-        """Sends rounds until cancelled."""
-        while True:
+        """Sends rounds until close(); returns between rounds (flush() sends what is left)."""
+        while not self._closed.is_set():
             await self._wake.wait()
             lingered = not self._full.is_set()
             if lingered:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._full.wait(), LINGER_S)
                     lingered = False
+            if self._closed.is_set():
+                return
             self._wake.clear()
             # A batch that filled up goes at once; what is left of a queue waits for the next one.
             if not await self._round(whole_only=not lingered):
-                await asyncio.sleep(backoff_delay(self._failures - 1, BACKOFF_S, MAX_BACKOFF_S))
+                delay = backoff_delay(self._failures - 1, BACKOFF_S, MAX_BACKOFF_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closed.wait(), delay)
                 self._wake.set()
 
+    def close(self) -> None:
+        """run() returns once the round in flight, if any, is done."""
+        self._closed.set()
+        self._wake.set()
+        self._full.set()
+
     async def flush(self, timeout: float) -> int:
-        """At a stop, with run() cancelled: sends what waits, retrying for up to `timeout` seconds;
+        """At a stop, once run() returned: sends what waits, retrying for up to `timeout` seconds;
         how many ACKs are left unsent."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

@@ -140,15 +140,21 @@ class Run:
             "async" if self.w.async_handler else "sync",
         )
         fetchers = [self._guarded(self._fetch()) for _ in range(FETCHERS)]
-        helpers = [self._guarded(self.acks.run()), self._guarded(self._keep_leases())]
+        acks, leases = self._guarded(self.acks.run()), self._guarded(self._keep_leases())
         await self.stopping.wait()
         self._give_back_waiting()
         await asyncio.gather(*fetchers)
         self._give_back_waiting()  # what the last long-polls brought
         await self._drain()
-        for task in helpers:
-            task.cancel()
-        await asyncio.gather(*helpers, return_exceptions=True)
+        leases.cancel()
+        self.acks.close()
+        # The ACK round in flight ends (its requests have their own timeouts); cancelled, it dropped its ids.
+        if not (await asyncio.wait([acks], timeout=ACK_FLUSH_S))[0]:
+            log.warning(
+                "an ACK round did not end within %g s: its jobs will be delivered again after their ttr", ACK_FLUSH_S
+            )
+            acks.cancel()
+        await asyncio.gather(acks, leases, return_exceptions=True)
         if self.tasks:  # handlers that ended are settling their jobs (release, bury)
             await asyncio.wait(self.tasks, timeout=self.w.timeout)
         unsent = await self.acks.flush(ACK_FLUSH_S)

@@ -5,13 +5,14 @@ server that restarts or loses its Redis under a running worker."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,69 @@ def test_a_second_stop_skips_what_is_left_of_the_grace(
     assert time.monotonic() - stopped_at < 5  # not the 60 s of grace
     job = client.peek_job("q", job_id)
     assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)
+
+
+@contextlib.contextmanager
+def acks_held_back(server: Server, seconds: float) -> Iterator[str]:
+    """A real TCP proxy to the server that holds every DELETE (an ACK) `seconds` before passing it on,
+    or drops it if its client closed the connection meanwhile; its URL."""
+    ready = threading.Event()
+    address: list[tuple[str, int]] = []
+    stop: list[Callable[[], None]] = []
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
+        with contextlib.suppress(ConnectionError):
+            while data := await reader.read(65536):
+                if hold and data.startswith(b"DELETE"):
+                    await asyncio.sleep(seconds)
+                    if reader.at_eof():
+                        break  # the client gave up on it: as if it had never been sent
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        host, port = server.data_url.removeprefix("http://").split(":")
+        server_reader, server_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(client_reader, server_writer, True), pipe(server_reader, client_writer, False))
+
+    async def serve() -> None:
+        proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
+        address.append(proxy.sockets[0].getsockname()[:2])
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        stop.append(lambda: loop.call_soon_threadsafe(done.set))
+        ready.set()
+        await done.wait()
+        proxy.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
+    thread.start()
+    ready.wait(5)
+    try:
+        yield f"http://{address[0][0]}:{address[0][1]}"
+    finally:
+        stop[0]()
+        thread.join(5)
+
+
+def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str, token: str, client: Client) -> None:
+    # The handlers end at once; their batch ACK takes 3 s to reach the server; the stop comes
+    # meanwhile. Cancelling that round dropped its ids: the jobs stayed reserved until their ttr.
+    handled: list[str] = []
+
+    async def quick(job: Job) -> None:
+        handled.append(job.id)
+
+    published = client.publish_many("q", [str(i) for i in range(10)])
+    with acks_held_back(server, 3.0) as url:
+        worker = Worker(quick, url=url, token=token, namespace=namespace, queues="q", concurrency=4, poll=1)
+        with running(worker):
+            wait_until(lambda: len(handled) == 10, what="every job handled")
+            time.sleep(0.2)  # the ACK round is on its way, held by the proxy
+        assert worker.tally.processed == 10
+    assert sorted(handled) == sorted(published)
+    assert drained(client, "q")  # ACKed, none left reserved for its ttr
 
 
 # -- prefetch ----------------------------------------------------------------------------------

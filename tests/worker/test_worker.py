@@ -273,21 +273,28 @@ def acks_held_back(server: Server, seconds: float) -> Iterator[str]:
     ready = threading.Event()
     address: list[tuple[str, int]] = []
     stop: list[Callable[[], None]] = []
+    writers: list[asyncio.StreamWriter] = []
+    relays: list[asyncio.Task[Any]] = []
 
     async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
-        with contextlib.suppress(ConnectionError):
-            while data := await reader.read(65536):
-                if hold and data.startswith(b"DELETE"):
-                    await asyncio.sleep(seconds)
-                    if reader.at_eof():
-                        break  # the client gave up on it: as if it had never been sent
-                writer.write(data)
-                await writer.drain()
-        writer.close()
+        try:
+            with contextlib.suppress(ConnectionError):
+                while data := await reader.read(65536):
+                    if hold and data.startswith(b"DELETE"):
+                        await asyncio.sleep(seconds)
+                        if reader.at_eof():
+                            break  # the client gave up on it: as if it had never been sent
+                    writer.write(data)
+                    await writer.drain()
+        finally:
+            writer.close()
 
     async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        if (task := asyncio.current_task()) is not None:
+            relays.append(task)
         host, port = server.data_url.removeprefix("http://").split(":")
         server_reader, server_writer = await asyncio.open_connection(host, int(port))
+        writers.extend((client_writer, server_writer))
         await asyncio.gather(pipe(client_reader, server_writer, True), pipe(server_reader, client_writer, False))
 
     async def serve() -> None:
@@ -299,6 +306,10 @@ def acks_held_back(server: Server, seconds: float) -> Iterator[str]:
         ready.set()
         await done.wait()
         proxy.close()
+        for writer in writers:  # every relayed connection, both ends: their pipes end
+            writer.close()
+        await asyncio.gather(*relays, return_exceptions=True)
+        await proxy.wait_closed()
 
     thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
     thread.start()

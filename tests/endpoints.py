@@ -18,14 +18,16 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from tests.servers import free_port
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -85,25 +87,34 @@ class Endpoints:
     def in_thread(cls) -> Iterator[Endpoints]:
         """Served by an event loop of its own in a thread, for code that blocks its own loop."""
         endpoints = cls()
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
+        with served_in_thread(endpoints.__aenter__, endpoints.__aexit__) as served:
+            yield served
 
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(endpoints.__aenter__())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(endpoints.__aexit__(None, None, None))
-            loop.close()
 
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        ready.wait(10)
-        try:
-            yield endpoints
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(10)
+@contextmanager
+def served_in_thread(start: Callable[[], Awaitable[T]], stop: Callable[[], Awaitable[object]]) -> Iterator[T]:
+    """`start()` on an event loop of its own in a thread, which then runs until the block ends and
+    `stop()` has run: a server for code that blocks its own loop (or has none)."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    started: list[T] = []
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        started.append(loop.run_until_complete(start()))
+        ready.set()
+        loop.run_forever()
+        loop.run_until_complete(stop())
+        loop.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield started[0]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
 
 
 def refused_url() -> str:

@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
 from lmstfy_py.worker.run import STOPPED_REASON
+from tests.endpoints import served_in_thread
 from tests.servers import Server, create_token
 from tests.worker.conftest import drained, reserved_and_ready, running, wait_until
 
@@ -266,59 +267,52 @@ def test_a_second_stop_skips_what_is_left_of_the_grace(
     assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)
 
 
-@contextlib.contextmanager
-def acks_held_back(server: Server, seconds: float) -> Iterator[str]:
+class AckHoldingProxy:
     """A real TCP proxy to the server that holds every DELETE (an ACK) `seconds` before passing it on,
-    or drops it if its client closed the connection meanwhile; its URL."""
-    ready = threading.Event()
-    address: list[tuple[str, int]] = []
-    stop: list[Callable[[], None]] = []
-    writers: list[asyncio.StreamWriter] = []
-    relays: list[asyncio.Task[Any]] = []
+    or drops it if its client closed the connection meanwhile."""
 
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
+    def __init__(self, server: Server, seconds: float) -> None:
+        self.host, port = server.data_url.removeprefix("http://").split(":")
+        self.port, self.seconds = int(port), seconds
+        self.writers: list[asyncio.StreamWriter] = []
+        self.relays: list[asyncio.Task[Any]] = []
+        self.proxy: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        """Listening: its URL."""
+        self.proxy = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        host, port = self.proxy.sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    async def stop(self) -> None:
+        assert self.proxy is not None
+        self.proxy.close()
+        for writer in self.writers:  # every relayed connection, both ends: their pipes end
+            writer.close()
+        await asyncio.gather(*self.relays, return_exceptions=True)
+        await self.proxy.wait_closed()
+
+    async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        if (task := asyncio.current_task()) is not None:
+            self.relays.append(task)
+        server_reader, server_writer = await asyncio.open_connection(self.host, self.port)
+        self.writers += [client_writer, server_writer]
+        await asyncio.gather(
+            self._pipe(client_reader, server_writer, True), self._pipe(server_reader, client_writer, False)
+        )
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
         try:
             with contextlib.suppress(ConnectionError):
                 while data := await reader.read(65536):
                     if hold and data.startswith(b"DELETE"):
-                        await asyncio.sleep(seconds)
+                        await asyncio.sleep(self.seconds)
                         if reader.at_eof():
                             break  # the client gave up on it: as if it had never been sent
                     writer.write(data)
                     await writer.drain()
         finally:
             writer.close()
-
-    async def relay(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        if (task := asyncio.current_task()) is not None:
-            relays.append(task)
-        host, port = server.data_url.removeprefix("http://").split(":")
-        server_reader, server_writer = await asyncio.open_connection(host, int(port))
-        writers.extend((client_writer, server_writer))
-        await asyncio.gather(pipe(client_reader, server_writer, True), pipe(server_reader, client_writer, False))
-
-    async def serve() -> None:
-        proxy = await asyncio.start_server(relay, "127.0.0.1", 0)
-        address.append(proxy.sockets[0].getsockname()[:2])
-        done = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        stop.append(lambda: loop.call_soon_threadsafe(done.set))
-        ready.set()
-        await done.wait()
-        proxy.close()
-        for writer in writers:  # every relayed connection, both ends: their pipes end
-            writer.close()
-        await asyncio.gather(*relays, return_exceptions=True)
-        await proxy.wait_closed()
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True)
-    thread.start()
-    ready.wait(5)
-    try:
-        yield f"http://{address[0][0]}:{address[0][1]}"
-    finally:
-        stop[0]()
-        thread.join(5)
 
 
 def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str, token: str, client: Client) -> None:
@@ -330,7 +324,8 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
         handled.append(job.id)
 
     published = client.publish_many("q", [str(i) for i in range(10)])
-    with acks_held_back(server, 3.0) as url:
+    proxy = AckHoldingProxy(server, 3.0)
+    with served_in_thread(proxy.start, proxy.stop) as url:
         worker = Worker(quick, url=url, token=token, namespace=namespace, queues="q", concurrency=4, poll=1)
         with running(worker):
             wait_until(lambda: len(handled) == 10, what="every job handled")
@@ -396,7 +391,10 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
     # 8 slots + 8 held, consumes of 8: in hand 16; a new consume once 4 have room, not 1 per slot.
     gate = threading.Semaphore(0)
     client.publish_many("q", [str(i) for i in range(40)])
-    handler = lambda job: gate.acquire()  # noqa: E731
+
+    def handler(job: Job) -> None:
+        gate.acquire()
+
     worker = make_worker(server, namespace, token, handler, queues="q", concurrency=8, prefetch=8, count=8)
     with running(worker):
         wait_until(lambda: reserved_and_ready(client, "q") == (16, 24), what="16 in hand")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 
-# Four consumes of 100 (run.py's FETCHERS): with 128 jobs in flight, no-op handlers on a 2-core
-# machine ran at ~0.5x the batch clients' pace; with this, ~0.65x (docs/PERFORMANCE.md, "The
-# Python worker").
-MAX_AUTO_PREFETCH = 400
+# Room for six consumes of 100 (run.py's FETCHERS). With 128 jobs in flight, no-op handlers on a
+# 2-core machine ran at ~0.5x the batch clients' pace; with four consumes of 100, ~0.65x; with six,
+# each on its own connection, 0.73-0.77x (docs/PERFORMANCE.md, "The Python worker").
+MAX_AUTO_PREFETCH = 600
 ROUND_TRIPS = 2
 RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long
 SMOOTHING = 0.3  # weight of a new measure against what was known

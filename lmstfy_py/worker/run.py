@@ -25,7 +25,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,12 +39,14 @@ from lmstfy_py.worker.pace import Pace
 log = logging.getLogger("lmstfy_py.worker")
 T = TypeVar("T")
 
-# Consumes in flight at most, each for up to `count` of the free room: while some wait for the
-# server's answer, the jobs of the others run. Four full consumes of quick handlers' jobs kept the
-# server busier than two; eight cost the worker a third more CPU for the same pace
-# (docs/PERFORMANCE.md, "The Python worker"). The half-consume rule keeps a small buffer from
-# being split into small consumes.
-FETCHERS = 4
+# Consumes in flight at most, each for up to `count` of the free room and each on a connection of
+# its own (one client per consume loop): while some wait for the server's answer, the jobs of the
+# others run, and the server and Redis serve several requests per wake-up. In one shared pool
+# httpcore goes over every pooled connection, pairwise, at each request's start and end, so more
+# loops cost the worker more per request (eight on one pool: a third more CPU for the same pace);
+# on connections of their own six did best (docs/PERFORMANCE.md, "The Python worker"). The
+# half-consume rule keeps a small buffer from being split into small consumes.
+FETCHERS = 6
 BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
 MAX_BACKOFF_S = 5.0
 MIN_TOUCH_PERIOD_S = 0.05
@@ -93,13 +95,15 @@ class Run:
         self,
         settings: Settings,
         client: AsyncClient,
+        consumers: Sequence[AsyncClient],
         call: Callable[[Job], Awaitable[Any]],
         metrics: Recorder,
         tally: Tally,
     ) -> None:
         self.w = settings
         self.tally = tally
-        self.client = client
+        self.client = client  # ACKs, releases, buries, touches
+        self.consumers = consumers  # one per consume loop
         self.call = call
         self.metrics = metrics
         self.loop = asyncio.get_running_loop()
@@ -139,7 +143,7 @@ class Run:
             self.w.ttr,
             "async" if self.w.async_handler else "sync",
         )
-        fetchers = [self._guarded(self._fetch()) for _ in range(FETCHERS)]
+        fetchers = [self._guarded(self._fetch(consumer)) for consumer in self.consumers]
         acks, leases = self._guarded(self.acks.run()), self._guarded(self._keep_leases())
         await self.stopping.wait()
         self._give_back_waiting()
@@ -183,9 +187,10 @@ class Run:
 
     # -- consuming -------------------------------------------------------------------------------
 
-    async def _fetch(self) -> None:
-        """One of FETCHERS consume loops: together they keep up to that many consumes in flight, never
-        holding more than `concurrency + prefetch` jobs (running, waiting, asked for)."""
+    async def _fetch(self, consumer: AsyncClient) -> None:
+        """One of FETCHERS consume loops, each on a client (a connection) of its own: together they
+        keep up to that many consumes in flight, never holding more than `concurrency + prefetch`
+        jobs (running, waiting, asked for)."""
         failures = 0
         while not self.stopping.is_set():
             count = self._consume_size()
@@ -197,7 +202,7 @@ class Run:
             self.requested += count
             sent = self.loop.time()
             try:
-                jobs = await self.client.consume_many(self.w.queues, count, ttr=self.w.ttr, timeout=self.w.poll)
+                jobs = await consumer.consume_many(self.w.queues, count, ttr=self.w.ttr, timeout=self.w.poll)
             except (Unavailable, Throttled) as exc:
                 # Any other error (401, 404 pool not found, 400) will not pass by itself: it stops the worker.
                 failures += 1

@@ -13,7 +13,7 @@ from typing import Any
 from lmstfy_py.client import AsyncClient, Job
 from lmstfy_py.worker.handlers import Handler, HandlerThreads, is_async
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
-from lmstfy_py.worker.run import Run, Settings, Tally
+from lmstfy_py.worker.run import FETCHERS, Run, Settings, Tally
 
 MAX_COUNT = 100  # the server's largest consume
 
@@ -26,7 +26,7 @@ class Worker:
     Sync handlers run on `concurrency` threads, async ones on the event loop. `prefetch` jobs
     more than `concurrency` may be held reserved, waiting for a slot (touched like running ones,
     given back untried at a stop); by default the buffer follows the handlers' pace: what they
-    finish in two consume round trips, at least the concurrency, at most 400 (pace.py). `ttr` is
+    finish in two consume round trips, at least the concurrency, at most 600 (pace.py). `ttr` is
     the reservation of each job (touched while it is held); `count` caps a consume (default
     100, the most the server gives; a consume asks for at most the free room); `grace` is what
     in-flight handlers get at a stop; `poll` the long-poll wait in seconds; `metrics_port`
@@ -96,8 +96,9 @@ class Worker:
         threads = None if is_async(self.handler) else HandlerThreads(self.handler, self.concurrency, loop)
         call: Callable[[Job], Awaitable[Any]] = threads or self.handler
         try:
-            async with AsyncClient(self.url, self.namespace, self.token, timeout=self.timeout, retries=0) as client:
-                run = Run(self._settings(), client, call, metrics, self.tally)
+            async with contextlib.AsyncExitStack() as clients:
+                client, *consumers = [await clients.enter_async_context(self._client()) for _ in range(1 + FETCHERS)]
+                run = Run(self._settings(), client, consumers, call, metrics, self.tally)
                 self._active = (loop, run)
                 if self._stop_early:
                     run.request_stop()
@@ -108,6 +109,9 @@ class Worker:
             metrics.close()
             if threads is not None:
                 threads.shutdown()
+
+    def _client(self) -> AsyncClient:
+        return AsyncClient(self.url, self.namespace, self.token, timeout=self.timeout, retries=0)
 
     def _settings(self) -> Settings:
         return Settings(

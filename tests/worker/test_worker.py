@@ -20,6 +20,7 @@ import pytest
 
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
+from lmstfy_py.worker.pace import MAX_AUTO_PREFETCH
 from lmstfy_py.worker.run import STOPPED_REASON
 from tests.endpoints import served_in_thread
 from tests.servers import Server, create_token
@@ -267,16 +268,19 @@ def test_a_second_stop_skips_what_is_left_of_the_grace(
     assert job is not None and (job.state, job.last_error) == ("ready", STOPPED_REASON)
 
 
-class AckHoldingProxy:
-    """A real TCP proxy to the server that holds every DELETE (an ACK) `seconds` before passing it on,
-    or drops it if its client closed the connection meanwhile."""
+class HoldingProxy:
+    """A real TCP proxy to the server that holds every request of `method` `seconds` before passing it
+    on, or drops it if its client closed the connection meanwhile; it notes how many it held at once
+    at most, and which of its connections they came on."""
 
-    def __init__(self, server: Server, seconds: float) -> None:
+    def __init__(self, server: Server, seconds: float, method: bytes) -> None:
         self.host, port = server.data_url.removeprefix("http://").split(":")
-        self.port, self.seconds = int(port), seconds
+        self.port, self.seconds, self.method = int(port), seconds, method
         self.writers: list[asyncio.StreamWriter] = []
         self.relays: list[asyncio.Task[Any]] = []
         self.proxy: asyncio.Server | None = None
+        self.held = self.most_held = 0
+        self.held_on: set[int] = set()  # the connections (numbered as they came) that had one held
 
     async def start(self) -> str:
         """Listening: its URL."""
@@ -295,24 +299,35 @@ class AckHoldingProxy:
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         if (task := asyncio.current_task()) is not None:
             self.relays.append(task)
+        number = len(self.relays)
         server_reader, server_writer = await asyncio.open_connection(self.host, self.port)
         self.writers += [client_writer, server_writer]
         await asyncio.gather(
-            self._pipe(client_reader, server_writer, True), self._pipe(server_reader, client_writer, False)
+            self._pipe(client_reader, server_writer, number), self._pipe(server_reader, client_writer, None)
         )
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, hold: bool) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, number: int | None) -> None:
+        """Relays one direction; `number`: this is the client's side, whose requests may be held."""
         try:
             with contextlib.suppress(ConnectionError):
                 while data := await reader.read(65536):
-                    if hold and data.startswith(b"DELETE"):
-                        await asyncio.sleep(self.seconds)
+                    if number is not None and data.startswith(self.method):
+                        await self._hold(number)
                         if reader.at_eof():
                             break  # the client gave up on it: as if it had never been sent
                     writer.write(data)
                     await writer.drain()
         finally:
             writer.close()
+
+    async def _hold(self, number: int) -> None:
+        self.held += 1
+        self.most_held = max(self.most_held, self.held)
+        self.held_on.add(number)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.held -= 1
 
 
 def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str, token: str, client: Client) -> None:
@@ -324,7 +339,7 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
         handled.append(job.id)
 
     published = client.publish_many("q", [str(i) for i in range(10)])
-    proxy = AckHoldingProxy(server, 3.0)
+    proxy = HoldingProxy(server, 3.0, b"DELETE")
     with served_in_thread(proxy.start, proxy.stop) as url:
         worker = Worker(quick, url=url, token=token, namespace=namespace, queues="q", concurrency=4, poll=1)
         with running(worker):
@@ -333,6 +348,25 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
         assert worker.tally.processed == 10
     assert sorted(handled) == sorted(published)
     assert drained(client, "q")  # ACKed, none left reserved for its ttr
+
+
+def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    # What makes a busy worker fast: the server answers consumes in parallel (and more of them per
+    # wake-up), and the worker's connections are not one pool it searches at every request.
+    for _ in range(2_000 // 50):
+        client.publish_many("q", ["x"] * 50)
+    proxy = HoldingProxy(server, 0.5, b"GET")
+
+    async def noop(job: Job) -> None:
+        pass
+
+    with served_in_thread(proxy.start, proxy.stop) as url:
+        worker = Worker(noop, url=url, token=token, namespace=namespace, queues="q", concurrency=4, prefetch=600)
+        with running(worker):
+            wait_until(lambda: worker.tally.processed >= 1_000, what="1,000 jobs handled", timeout=30)
+        assert (proxy.most_held, len(proxy.held_on)) == (6, 6)
 
 
 # -- prefetch ----------------------------------------------------------------------------------
@@ -444,4 +478,4 @@ def test_by_default_quick_handlers_get_a_larger_buffer(
         in_hand = client.stats("q").reserved
         gate.set()
         wait_until(lambda: drained(client, "q"), what="all handled", timeout=60)
-    assert 3 * 4 <= in_hand <= 4 + 400
+    assert 3 * 4 <= in_hand <= 4 + MAX_AUTO_PREFETCH

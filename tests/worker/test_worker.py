@@ -353,8 +353,8 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
 def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
     server: Server, namespace: str, token: str, client: Client
 ) -> None:
-    # What makes a busy worker fast: the server answers consumes in parallel (and more of them per
-    # wake-up), and the worker's connections are not one pool it searches at every request.
+    # What makes a busy worker fast: six consumes in flight, which the server and Redis serve
+    # several per wake-up, each on a connection (a client) of its own.
     for _ in range(2_000 // 50):
         client.publish_many("q", ["x"] * 50)
     proxy = HoldingProxy(server, 0.5, b"GET")

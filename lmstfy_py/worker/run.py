@@ -51,6 +51,9 @@ BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BAC
 MAX_BACKOFF_S = 5.0
 MIN_TOUCH_PERIOD_S = 0.05
 SETTLE_ATTEMPTS = 5  # a release or bury that provably never reached the server is sent up to this often
+# A stop's releases in flight at once: sent all together, the hundreds a busy worker holds opened
+# up to 100 connections (the client's pool) to the server.
+GIVE_BACKS_AT_ONCE = 16
 ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried
 STOPPED_REASON = "the worker stopped before the handler finished"
 
@@ -121,6 +124,7 @@ class Run:
         self.deadline = math.inf  # loop time when the grace ends
         self.crash: BaseException | None = None
         self.pace = Pace(settings.concurrency, self.loop.time())
+        self.give_backs = asyncio.Semaphore(GIVE_BACKS_AT_ONCE)
 
     def request_stop(self) -> None:
         if self.stopping.is_set():
@@ -382,7 +386,8 @@ class Run:
         handler never ran."""
         self.tally.given_back += 1
         try:
-            await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True))
+            async with self.give_backs:
+                await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True))
         except LmstfyError as exc:
             log.warning(
                 "job %s of %s not started; not released (%s): it comes back after its ttr", job.id, job.queue, exc
@@ -392,9 +397,10 @@ class Run:
         """Ready again at once for another worker (a job with no try left goes to the dead letter)."""
         self.tally.given_back += 1
         try:
-            released = await self._settle(
-                lambda: self.client.release(job.queue, job.id, delay=0, reason=STOPPED_REASON)
-            )
+            async with self.give_backs:
+                released = await self._settle(
+                    lambda: self.client.release(job.queue, job.id, delay=0, reason=STOPPED_REASON)
+                )
         except LmstfyError as exc:
             log.warning(
                 "job %s of %s did not finish; not released (%s): it comes back after its ttr", job.id, job.queue, exc

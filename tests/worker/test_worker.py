@@ -393,6 +393,26 @@ def test_prefetched_jobs_wait_for_a_slot_and_go_back_untried_at_a_stop(
     assert [(j.state, j.remain_tries, j.attempts, j.last_error) for j in untried if j] == [("ready", 1, 0, None)] * 6
 
 
+def test_a_stop_gives_back_held_jobs_a_few_at_a_time(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    # Sent all at once, the hundreds of jobs a busy worker holds opened up to 100 connections to
+    # the server at every stop.
+    started: list[str] = []
+    client.publish_many("q", [str(i) for i in range(50)], tries=2)
+    proxy = HoldingProxy(server, 0.2, b"PUT")  # every release (and touch) waits 0.2 s on its way
+    with served_in_thread(proxy.start, proxy.stop) as url:
+        handler = endless_noting(started)
+        worker = Worker(
+            handler, url=url, token=token, namespace=namespace, queues="q", concurrency=2, prefetch=48, grace=0
+        )
+        with running(worker):
+            wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 50, what="2 running, 48 held")
+    assert worker.tally.given_back == 50
+    assert reserved_and_ready(client, "q") == (0, 50)
+    assert 1 <= proxy.most_held <= 16  # 50 before
+
+
 def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str, token: str, client: Client) -> None:
     started: list[str] = []
     endless = endless_noting(started)

@@ -12,6 +12,7 @@ Layout (see deploy/lmstfy.toml for every key with its meaning):
     [pools.<name>]      PoolConfig, one table per pool; none at all = the embedded Redis
     [admin]             pool = "<name>" (where tokens and limits live)
     [admin.accounts]    user = "password" (admin API basic auth)
+    [push]              PushConfig: which networks push endpoints may reach
     [log]               LogConfig: level, dir, format
 
 lmstfy's own config file (PascalCase keys: Host, Port, [Pool.default], ...) is recognised and
@@ -22,6 +23,7 @@ warning in `Config.warnings`, printed once at start.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import re
 import tomllib
@@ -36,6 +38,8 @@ UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600
 MAX_CONNECTION_TIMEOUT = 3600  # seconds: the largest body_timeout, keep_alive_timeout, redis_hang_timeout
 NAME_RE = re.compile(r"[-_A-Za-z0-9]+")
+# A name or IPv4 address, or an IPv6 address in brackets: what a `Host` header holds before its port.
+HOST_NAME_RE = re.compile(r"[-.A-Za-z0-9]+|\[[0-9A-Fa-f:.]+\]")
 DEFAULT_POOL = "default"
 POOL_KINDS = ("standalone", "sentinel", "cluster")
 URL_SCHEMES = ("redis", "rediss", "unix")
@@ -101,6 +105,10 @@ class ServerConfig:
     skip_token_check: bool = False
     # The HTTP server; both keep every promise of docs/API.md ("Connections"), uvicorn costs less per request.
     http_server: HttpServer = "hypercorn"
+    # Recurring jobs: at most this many schedules in one namespace, none firing more often than
+    # every `min_schedule_every` seconds (one tenant's schedules must not take the server's CPU).
+    max_schedules_per_namespace: int = 1000
+    min_schedule_every: int = 1
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,17 @@ class PoolConfig:
     format: PoolFormat = "auto"
 
 
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """What push endpoints may reach (push/delivery.py checks every connect, after DNS)."""
+
+    # None: any address, as lmstfy; else only addresses inside one of these networks.
+    allowed_networks: tuple[IpNetwork, ...] | None = None
+
+
 @dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
@@ -152,6 +171,10 @@ class Config:
     # With accounts, GET /metrics needs them too unless this is set (a Prometheus without credentials).
     metrics_public: bool = False
     log: LogConfig = field(default_factory=LogConfig)
+    # Host names the admin port answers besides loopback names and the addresses it is bound to
+    # (a DNS-rebinding page gets 421): [admin] allowed_hosts.
+    admin_allowed_hosts: tuple[str, ...] = ()
+    push: PushConfig = field(default_factory=PushConfig)
     # What the file said that means nothing here (an lmstfy config file's keys): told once at start.
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
@@ -316,7 +339,7 @@ def _is_host_port(text: str) -> bool:
     return bool(host.strip("[]")) and port.isdigit() and 1 <= int(port) <= UINT16_MAX
 
 
-_SECTIONS = ("server", "defaults", "pools", "admin", "log")
+_SECTIONS = ("server", "defaults", "pools", "admin", "log", "push")
 
 
 def parse_document(source: str, document: Mapping[str, Any]) -> Config:
@@ -329,9 +352,36 @@ def parse_document(source: str, document: Mapping[str, Any]) -> Config:
     server = _read_server(_Reader(source, "server", document.get("server", {})), ServerConfig())
     defaults = _read_defaults(_Reader(source, "defaults", document.get("defaults", {})))
     pools = _read_pools(source, document.get("pools", {}))
-    admin_pool, accounts, metrics_public = _read_admin(source, document.get("admin", {}), pools)
+    admin = _read_admin(source, document.get("admin", {}), pools)
     log = _read_log(_Reader(source, "log", document.get("log", {})))
-    return Config(server, defaults, pools, admin_pool, accounts, metrics_public, log)
+    push = _read_push(_Reader(source, "push", document.get("push", {})))
+    return Config(
+        server,
+        defaults,
+        pools,
+        admin.pool,
+        admin.accounts,
+        admin.metrics_public,
+        log,
+        admin_allowed_hosts=admin.allowed_hosts,
+        push=push,
+    )
+
+
+def _read_push(reader: _Reader) -> PushConfig:
+    value = reader.take("allowed_networks")
+    reader.finish()
+    if value is None:
+        return PushConfig()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        reader.fail("allowed_networks", f'expected an array of CIDR strings like "10.0.0.0/8", got {_toml_type(value)}')
+    networks: list[IpNetwork] = []
+    for item in value:
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            reader.fail("allowed_networks", f'expected a network like "10.0.0.0/8" or "::1/128", got "{item}"')
+    return PushConfig(allowed_networks=tuple(networks))
 
 
 def _read_log(reader: _Reader) -> LogConfig:
@@ -356,6 +406,10 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         fsync=cast(FsyncPolicy, reader.choice("fsync", base.fsync, FSYNC_POLICIES)),
         redis_hang_timeout=reader.integer("redis_hang_timeout", base.redis_hang_timeout, 1, MAX_CONNECTION_TIMEOUT),
         http_server=cast(HttpServer, reader.choice("http_server", base.http_server, HTTP_SERVERS)),
+        max_schedules_per_namespace=reader.integer(
+            "max_schedules_per_namespace", base.max_schedules_per_namespace, 1, UINT32_MAX
+        ),
+        min_schedule_every=reader.integer("min_schedule_every", base.min_schedule_every, 1, UINT32_MAX),
     )
     reader.finish()
     if server.port == server.admin_port:
@@ -458,20 +512,43 @@ def _check_url(url: str, reader: _Reader) -> None:
         reader.fail("url", f'the URL needs a host, got "{url}"')
 
 
-def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> tuple[str, dict[str, str], bool]:
+@dataclass(frozen=True)
+class _AdminSection:
+    pool: str
+    accounts: dict[str, str]
+    metrics_public: bool
+    allowed_hosts: tuple[str, ...]
+
+
+def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> _AdminSection:
     reader = _Reader(source, "admin", table)
     admin_pool = reader.required_string("pool", DEFAULT_POOL)
     accounts = reader.take("accounts")
     metrics_public = reader.boolean("metrics_public", False)
+    allowed_hosts = _host_names(reader, "allowed_hosts")
     reader.finish()
     # With no pools the embedded Redis becomes the only pool, named default.
     if admin_pool not in (set(pools) or {DEFAULT_POOL}):
         reader.fail("pool", f'no pool named "{admin_pool}" is configured')
     if accounts is None:
-        return admin_pool, {}, metrics_public
+        return _AdminSection(admin_pool, {}, metrics_public, allowed_hosts)
     if not isinstance(accounts, dict):
         reader.fail("accounts", f"expected a table of user = password, got {_toml_type(accounts)}")
-    return admin_pool, _read_accounts(_Reader(source, "admin.accounts", accounts)), metrics_public
+    read = _read_accounts(_Reader(source, "admin.accounts", accounts))
+    return _AdminSection(admin_pool, read, metrics_public, allowed_hosts)
+
+
+def _host_names(reader: _Reader, key: str) -> tuple[str, ...]:
+    """Host names as a browser sends them in `Host` (no port), lower-cased."""
+    value = reader.take(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        reader.fail(key, f'expected an array of host names like "queue.example.com", got {_toml_type(value)}')
+    for item in value:
+        if not HOST_NAME_RE.fullmatch(item):
+            reader.fail(key, f'expected a host name or address without port or path, got "{item}"')
+    return tuple(item.lower() for item in value)
 
 
 def _read_accounts(reader: _Reader) -> dict[str, str]:

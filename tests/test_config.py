@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 
@@ -116,6 +117,25 @@ def test_example_file_parses_with_and_without_its_commented_settings(tmp_path: P
     assert set(config.pools) == {"default", "sentinel-pool", "cluster-pool", "next"}
     assert config.pools["default"].migrate_to == "next"
     assert config.accounts == {"admin": "change-me"}
+    assert config.admin_allowed_hosts == ("lmstfy-admin.internal",)
+    assert config.push.allowed_networks == (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8"))
+
+
+def test_hardening_keys(tmp_path: Path) -> None:
+    config = Config()
+    assert config.admin_allowed_hosts == () and config.push.allowed_networks is None
+    assert (config.server.max_schedules_per_namespace, config.server.min_schedule_every) == (1000, 1)
+    text = (
+        "[server]\nmax_schedules_per_namespace = 5\nmin_schedule_every = 60\n"
+        '[admin]\nallowed_hosts = ["Queue.Example.com", "[::1]", "10.1.2.3"]\n'
+        '[push]\nallowed_networks = ["10.0.0.0/8", "192.168.1.7", "::1/128"]\n'
+    )
+    config = load_config(write(tmp_path, text))
+    assert (config.server.max_schedules_per_namespace, config.server.min_schedule_every) == (5, 60)
+    assert config.admin_allowed_hosts == ("queue.example.com", "[::1]", "10.1.2.3")
+    expected = ("10.0.0.0/8", "192.168.1.7/32", "::1/128")
+    assert config.push.allowed_networks == tuple(ipaddress.ip_network(net) for net in expected)
+    assert load_config(write(tmp_path, "[push]\nallowed_networks = []\n")).push.allowed_networks == ()
 
 
 def test_http_server(tmp_path: Path) -> None:
@@ -143,7 +163,19 @@ def test_with_embedded_makes_the_default_pool() -> None:
     [
         ("[server]\nport = 7777\nport = 1\nhost = 'x'\n", "invalid TOML at line 3, column 9: Cannot overwrite a value"),
         ("[server\n", "invalid TOML at line 1, column 8: Expected ']' at the end of a table declaration"),
-        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log)"),
+        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log, push)"),
+        ("[server]\nmin_schedule_every = 0\n", "[server] min_schedule_every: must be between 1 and 4294967295, got 0"),
+        (
+            '[admin]\nallowed_hosts = "x"\n',
+            '[admin] allowed_hosts: expected an array of host names like "queue.example.com"',
+        ),
+        ('[admin]\nallowed_hosts = ["x:80"]\n', "[admin] allowed_hosts: expected a host name or address without port"),
+        (
+            '[push]\nallowed_networks = ["10.0.0.0/33"]\n',
+            '[push] allowed_networks: expected a network like "10.0.0.0/8"',
+        ),
+        ("[push]\nallowed_networks = [1]\n", "[push] allowed_networks: expected an array of CIDR strings"),
+        ("[push]\nallowed = 1\n", "[push] allowed: unknown key"),
         ("server = 1\n", "[server] must be a table, got an integer"),
         ("[server]\nprot = 1\n", "[server] prot: unknown key"),
         ('[server]\nport = "7777"\n', "[server] port: expected an integer, got a string"),

@@ -90,7 +90,7 @@ class Runtime:
             runtime.health = [Health(engine) for engine in pools.engines()]
             runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
             runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
-            runtime.push = PushManager(pools, runtime.pushers)  # told of every change of the configurations
+            runtime.push = PushManager(pools, runtime.pushers, config.push)  # told of every configuration change
             await runtime.push.start()
             runtime.background = [runtime.flusher, runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
             movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]

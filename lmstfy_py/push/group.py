@@ -26,7 +26,7 @@ import aiohttp
 from lmstfy_py import metrics, tasks
 from lmstfy_py.admin.pushers import GroupKey, Pusher
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.push import delivery
+from lmstfy_py.push import delivery, shown
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Job
@@ -39,6 +39,7 @@ LONG_POLL_MS = 30_000
 RESERVE_MARGIN_S = 2
 MAX_BATCH = 100  # what one consume may take
 STOP_GRACE_S = 2.0  # deliveries in flight at a stop get this long; the others come back after their ttr
+REASONS = {delivery.NOT_ALLOWED: "address not allowed"}  # a failed delivery's outcome in its last_error
 
 
 class Acks:
@@ -164,7 +165,9 @@ class PushGroup:
             log.debug("push %s: %r", job.job_id, exc)
 
     async def _failed(self, job: Job, pusher: Pusher, outcome: str) -> None:
-        reason = f"push to {pusher.endpoint}: " + (f"HTTP {outcome}" if outcome.isdigit() else outcome)
+        # Every holder of the namespace's token reads last_error: the endpoint's credentials stay out.
+        said = f"HTTP {outcome}" if outcome.isdigit() else REASONS.get(outcome, outcome)
+        reason = f"{shown.REASON_PREFIX}{shown.endpoint(pusher.endpoint)}: {said}"
         if pusher.max_attempts and job.attempts >= pusher.max_attempts:
             await self.store.bury(self.ns, job.queue, job.job_id, reason)
             return

@@ -5,7 +5,8 @@ of a change on any process); the manager starts a PushGroup for each new group, 
 group its new configuration (a long-poll on its old queues ends; its next POST goes by the new
 one), and stops the groups
 that are gone. All groups share one HTTP client session: one pool of keep-alive connections per
-process, never a connection per delivery.
+process, never a connection per delivery. With `[push] allowed_networks` its connector checks the
+address of every connect (delivery.sockets).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Mapping
 import aiohttp
 
 from lmstfy_py.admin.pushers import GroupKey, Pusher, PusherStore
+from lmstfy_py.config import PushConfig
+from lmstfy_py.push import delivery
 from lmstfy_py.push.group import PushGroup
 from lmstfy_py.store.pools import Pools
 
@@ -24,8 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class PushManager:
-    def __init__(self, pools: Pools, pushers: PusherStore) -> None:
+    def __init__(self, pools: Pools, pushers: PusherStore, config: PushConfig | None = None) -> None:
         self.pools = pools
+        self.config = config if config is not None else PushConfig()
         self.groups: dict[GroupKey, PushGroup] = {}
         self._session: aiohttp.ClientSession | None = None
         self._stopping: set[asyncio.Task[None]] = set()
@@ -33,9 +37,19 @@ class PushManager:
         pushers.listen(self.apply)
 
     async def start(self) -> None:
+        # Bodies unread are not decompressed either (a small gzip answer may inflate to GiBs); no
+        # proxy from the environment (trust_env off): the address checked is the endpoint's own.
+        self._session = aiohttp.ClientSession(
+            connector=self._connector(), cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False, trust_env=False
+        )
+
+    def _connector(self) -> aiohttp.TCPConnector:
         # No limit of its own: each group bounds its deliveries (workers).
-        connector = aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
-        self._session = aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+        networks = self.config.allowed_networks
+        if networks is None:
+            return aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True)
+        # socket_factory (aiohttp 3.12+) is handed the address of each connect, after DNS and for IP literals.
+        return aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True, socket_factory=delivery.sockets(networks))
 
     def apply(self, table: Mapping[GroupKey, Pusher]) -> None:
         if self._session is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response
 
+from lmstfy_py.push import shown
 from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueStats, Released
 
 JSON = "application/json"
@@ -42,7 +43,7 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
         "due_ms": info.due_ms,
         "attempts": info.job.attempts,
         "priority": info.priority,
-        "last_error": info.last_error,
+        "last_error": shown.optional_reason(info.last_error),
     }
 
 
@@ -90,7 +91,7 @@ def dead_page_json(page: DeadPage) -> dict[str, Any]:
             "job_id": job.job_id,
             "data": _b64(job.body),
             "attempts": job.attempts,
-            "last_error": job.last_error,
+            "last_error": shown.optional_reason(job.last_error),  # one stored with credentials, too
             "died_ms": job.died_ms,
         }
         for job in page.jobs

@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.push import shown
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
@@ -53,6 +54,7 @@ TEMPLATES.filters.update(
     short_token=display.short_token,
     preview=display.preview,
     urlquery=urlencode,
+    reason=shown.reason,  # a push failure's endpoint without credentials, as the API shows it
 )
 
 

@@ -177,6 +177,12 @@ ACCESS_LOG_SWITCH = "sw/accesslog"
 DASHBOARD_SECRET = "ui/secret"
 
 
+def login_failures(client: str) -> str:
+    """A string: the failed admin logins of one client address in the open window, expiring when it ends
+    (admin/logins.py), admin Redis. One key per script call; the tag keeps every such key in one slot."""
+    return f"lf/{{logins}}/{client}"
+
+
 def rates(pool: str, minute: int) -> str:
     """A hash of one pool's publish and consume counts in one unix minute (admin/rates.py), admin Redis."""
     return f"rt/{pool}/{minute}"

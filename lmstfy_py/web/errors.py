@@ -29,6 +29,22 @@ _refusals_next_log: dict[str, float] = {}  # reason -> when it may be logged aga
 BASIC_CHALLENGE = 'Basic realm="lmstfy-py"'
 
 
+class MisdirectedHost(LmstfyError):
+    """The admin port was asked under a host name it does not serve (a DNS-rebinding page, web/admin/hosts.py)."""
+
+    status = 421
+
+
+class LoginsLimited(LmstfyError):
+    """Too many failed admin logins from the client's address (admin/logins.py): wait `retry_after` seconds."""
+
+    status = 429
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many failed logins from this address, retry in {retry_after}s")
+        self.retry_after = retry_after
+
+
 class _HttpError(LmstfyError):
     """Starlette's own HTTP errors other than routing ones, keeping their status."""
 
@@ -68,5 +84,12 @@ def _log_outage(reason: str, exc: BaseException) -> None:
 
 
 def render(err: LmstfyError) -> Response:
-    headers = {"WWW-Authenticate": BASIC_CHALLENGE} if isinstance(err, Forbidden) else None
-    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+    return JSONResponse(err.body(), status_code=err.status, headers=_headers(err))
+
+
+def _headers(err: LmstfyError) -> dict[str, str] | None:
+    if isinstance(err, Forbidden):
+        return {"WWW-Authenticate": BASIC_CHALLENGE}
+    if isinstance(err, LoginsLimited):
+        return {"Retry-After": str(err.retry_after)}
+    return None

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py import SKIP_TOKEN_CHECK_WARNING, build_info
+from lmstfy_py.admin.logins import Logins
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import health
 from lmstfy_py.store.faults import outage_reason
@@ -21,6 +22,7 @@ from lmstfy_py.web import dashboard, instrument
 from lmstfy_py.web.admin import limits, ops, pushers, schedules, tokens
 from lmstfy_py.web.admin.auth import AdminAuthMiddleware
 from lmstfy_py.web.admin.cross_site import CrossSiteMiddleware
+from lmstfy_py.web.admin.hosts import HostCheckMiddleware, configured_names
 from lmstfy_py.web.admin.request import engine_of, runtime_of
 from lmstfy_py.web.middleware import build_app, route
 
@@ -78,11 +80,16 @@ ROUTES = [
 
 
 def create_admin_app(runtime: Runtime) -> Starlette:
+    config = runtime.config
+    # The host check first: a DNS-rebinding page must not even spend an address's failed logins.
+    names = configured_names(config.server.admin_host, config.admin_allowed_hosts)
+    hosts = Middleware(HostCheckMiddleware, names=names)
+    logins = Logins(runtime.pools.own(config.admin_pool).redis)
     app = build_app(
         runtime,
         ROUTES,
-        inner=[Middleware(CrossSiteMiddleware), Middleware(AdminAuthMiddleware)],
-        body_timeout=runtime.config.server.body_timeout,
+        inner=[hosts, Middleware(CrossSiteMiddleware), Middleware(AdminAuthMiddleware, logins=logins)],
+        body_timeout=config.server.body_timeout,
     )
     app.state.build_info = build_info()
     app.state.dashboard = dashboard.dashboard(runtime)

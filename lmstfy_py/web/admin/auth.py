@@ -3,7 +3,11 @@
 With no account every admin route is open (lmstfy's default; the server warns at start when
 the admin port is then reachable beyond loopback). With accounts, every route but the public
 ones needs the user and password of one of them; a failure answers 401 with a basic-auth
-challenge (web/errors.py adds the WWW-Authenticate header).
+challenge (web/errors.py adds the WWW-Authenticate header). Wrong credentials are counted per client
+address (admin/logins.py): past the limit that address gets 429 with Retry-After, right credentials
+included. The address is the connection's peer: behind a reverse proxy, the proxy's (no
+X-Forwarded-For is trusted, for anyone could send one). A request without credentials is no guess
+and is not counted.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import TYPE_CHECKING
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lmstfy_py.admin.logins import Logins
 from lmstfy_py.errors import Forbidden
+from lmstfy_py.web.errors import LoginsLimited
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -59,20 +65,32 @@ def authorized(accounts: Mapping[str, str], user: bytes, password: bytes) -> boo
 class AdminAuthMiddleware:
     """Requires basic auth on every admin route but the public ones when accounts are configured."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, logins: Logins) -> None:
         self.app = app
+        self.logins = logins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._allowed(scope):
-            raise Forbidden("unauthorized")
+        if scope["type"] == "http":
+            await self._check(scope)
         await self.app(scope, receive, send)
 
-    @staticmethod
-    def _allowed(scope: Scope) -> bool:
+    async def _check(self, scope: Scope) -> None:
         runtime: Runtime = scope["app"].state.runtime
         accounts = runtime.config.accounts
         asked = (scope["method"], scope["path"])
         if not accounts or asked in PUBLIC_ROUTES or (asked == METRICS and runtime.config.metrics_public):
-            return True
-        given = credentials(Headers(scope=scope).get("authorization"))
-        return given is not None and authorized(accounts, *given)
+            return
+        header = Headers(scope=scope).get("authorization")
+        if header is None:
+            raise Forbidden("unauthorized")
+        client = scope.get("client")
+        address = client[0] if client else None
+        given = credentials(header)
+        if given is not None and authorized(accounts, *given):
+            retry_after = await self.logins.refused(address)
+        else:
+            retry_after = await self.logins.failed(address)
+            if retry_after is None:
+                raise Forbidden("unauthorized")
+        if retry_after is not None:
+            raise LoginsLimited(retry_after)

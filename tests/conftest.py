@@ -20,7 +20,7 @@ import pytest
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
-from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, SentinelGroup
+from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, ReplicatedCluster, SentinelGroup
 from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from tests.redis_procs import ClusterNode, RedisProcess, free_port
 from tests.servers import Server, started_together
@@ -54,6 +54,7 @@ SERIAL_MODULES = {
     "test_accesslog.py",
     "test_command.py",
     "test_worker.py",
+    "test_cluster_failover.py",
 }
 
 
@@ -145,6 +146,18 @@ def cluster3_nodes(cluster3_server: Cluster) -> tuple[str, ...]:
     cluster3_server.start()
     cluster3_server.flushall()
     return cluster3_server.addresses
+
+
+@pytest.fixture
+def replicated_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedCluster]:
+    """A fresh 3-master test cluster with a replica per master and quick failovers, for a test that
+    kills its masters (made per test: about 2 s)."""
+    cluster = ReplicatedCluster(tmp_path_factory.mktemp("replicated"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

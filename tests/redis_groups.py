@@ -1,4 +1,5 @@
-"""Multi-process Redis deployments for tests: a Sentinel group and a 3-master Redis Cluster.
+"""Multi-process Redis deployments for tests: a Sentinel group, a 3-master Redis Cluster, and one
+with a replica per master.
 
 Both are built from `RedisProcess` (the same binary the embedded mode runs) and start in well
 under a second, so a session fixture can afford them:
@@ -9,6 +10,8 @@ under a second, so a session fixture can afford them:
   sentinel promote the replica, the way an operator or a crashed master would.
 - `Cluster`: three masters splitting the 16384 slots, so the pump's pool-wide keys ("due",
   "nss") and each namespace's keys usually live on different nodes.
+- `ReplicatedCluster`: the same with a replica per master and a 1 s cluster-node-timeout, so a
+  killed master's replica takes over within about 2.5 s (fault tests).
 """
 
 from __future__ import annotations
@@ -264,3 +267,135 @@ def _cluster_ready(node: RedisProcess, size: int) -> bool:
     with node.client() as conn:
         info = _cluster_info(conn)
     return info.get("cluster_state") == "ok" and info.get("cluster_known_nodes") == str(size)
+
+
+# -- Cluster with replicas -------------------------------------------------------------
+
+# Small, so that a master's death is noticed and its replica promoted within about 2-3 s.
+FAILOVER_NODE_TIMEOUT_MS = 1000
+
+
+class _ReplicatedMember(RedisProcess):
+    def __init__(self, workdir: Path) -> None:
+        args = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", str(workdir / "nodes.conf"),
+            "--cluster-node-timeout", str(FAILOVER_NODE_TIMEOUT_MS),
+            # A replica whose link to its master was lost long ago still takes over: a test
+            # kills masters in turn, whatever their replicas last heard.
+            "--cluster-replica-validity-factor", "0",
+            "--repl-diskless-sync-delay", "0",
+        ]  # fmt: skip
+        super().__init__(workdir, port=free_cluster_port(), extra_args=args)
+
+    def node_id(self) -> str:
+        with self.client() as conn:
+            return str(conn.execute_command("CLUSTER", "MYID").decode())
+
+
+class ReplicatedCluster:
+    """Three masters splitting the slots, each with one replica (cluster-node-timeout
+    FAILOVER_NODE_TIMEOUT_MS). `crash_master_of(slot)` SIGKILLs the master serving a slot and
+    returns once its replica serves it; `revive(node)` brings the dead node back, as the new
+    master's replica. Nodes keep no data on disk: a revived node resyncs from its master."""
+
+    MASTERS = 3
+
+    def __init__(self, workdir: Path) -> None:
+        self.nodes = [_ReplicatedMember(workdir / f"node{i}") for i in range(2 * self.MASTERS)]
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return tuple(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        masters, replicas = self.nodes[: self.MASTERS], self.nodes[self.MASTERS :]
+        share = -(-CLUSTER_SLOTS // self.MASTERS)
+        for i, master in enumerate(masters):
+            with master.client() as conn:  # ADDSLOTS, not ADDSLOTSRANGE: Redis 6.2 has no ranges
+                conn.execute_command("CLUSTER", "ADDSLOTS", *range(i * share, min((i + 1) * share, CLUSTER_SLOTS)))
+        with masters[0].client() as conn:
+            for node in self.nodes[1:]:
+                conn.execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+        wait_until(lambda: all(_known_nodes(node) == len(self.nodes) for node in self.nodes), "every node met")
+        for master, replica in zip(masters, replicas, strict=True):
+            master_id = master.node_id()
+            with replica.client() as conn:
+                conn.execute_command("CLUSTER", "REPLICATE", master_id)
+        self.wait_healthy()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def live(self) -> list[_ReplicatedMember]:
+        return [node for node in self.nodes if node.running]
+
+    def master_of(self, slot: int) -> _ReplicatedMember:
+        """The node serving `slot`, as a live node's slot table says."""
+        with self.live()[0].client() as conn:
+            for first, last, master, *_ in conn.execute_command("CLUSTER", "SLOTS"):
+                if first <= slot <= last:
+                    return next(node for node in self.nodes if node.port == int(master[1]))
+        raise RuntimeError(f"slot {slot} is not served")
+
+    def slot_of(self, key: str) -> int:
+        with self.live()[0].client() as conn:
+            return int(conn.execute_command("CLUSTER", "KEYSLOT", key))
+
+    def wait_healthy(self, timeout: float = READY_TIMEOUT) -> None:
+        """Every node up, cluster_state ok everywhere, each master with one replica in sync."""
+        wait_until(self._healthy, "3 masters with a replica in sync each, cluster_state:ok everywhere", timeout)
+
+    def _healthy(self) -> bool:
+        try:
+            if len(self.live()) != len(self.nodes) or not all(_cluster_ok(node) for node in self.nodes):
+                return False
+            masters = [node for node in self.nodes if _role(node) == "master"]
+            return len(masters) == self.MASTERS and all(_online_replicas(m) == 1 for m in masters)
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            return False
+
+    def replicated(self) -> None:
+        """Returns once every master's writes so far reached its replica."""
+        for node in self.nodes:
+            if _role(node) == "master":
+                with node.client() as conn:
+                    conn.execute_command("WAIT", 1, 2000)
+
+    def crash_master_of(self, slot: int, timeout: float = 15.0) -> _ReplicatedMember:
+        """SIGKILLs the master serving `slot`; returns it once another node serves the slot and the
+        live nodes say cluster_state:ok."""
+        dead = self.master_of(slot)
+        dead.kill()
+        wait_until(
+            lambda: self.master_of(slot) is not dead and all(_cluster_ok(node) for node in self.live()),
+            f"slot {slot} served again after its master died",
+            timeout,
+        )
+        return dead
+
+    def revive(self, dead: _ReplicatedMember, timeout: float = 15.0) -> None:
+        """Restarts a crashed node: it learns from the others that it lost its slots and resyncs as a replica."""
+        dead.start()
+        self.wait_healthy(timeout)
+
+    def flushall(self) -> None:
+        for node in self.nodes:
+            if _role(node) == "master":
+                node.flushall()
+
+
+def _known_nodes(node: RedisProcess) -> int:
+    with node.client() as conn:
+        return int(_cluster_info(conn).get("cluster_known_nodes", "0"))
+
+
+def _cluster_ok(node: RedisProcess) -> bool:
+    try:
+        with node.client() as conn:
+            return _cluster_info(conn).get("cluster_state") == "ok"
+    except (redis.ConnectionError, redis.TimeoutError):
+        return False

@@ -6,17 +6,23 @@ blocking command (BRPOP) counts its wait, as lmstfy's does. A command cancelled 
 answer (a stopping server) is not counted. The store does not know what a counter does with
 it (metrics/redis_commands.py tallies them into lmstfy's families). Standalone pools' script
 steps go through store/pipelined.py, which counts the same way.
+
+They are also where a Redis call is made, so where what redis-py lets out of a call as another
+exception than a RedisError becomes one (store/faults.py `call_failure`): a storage failure is
+a 503 and a background loop's quiet retry, never a 500 or a traceback.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+
+from lmstfy_py.store.faults import call_failure, topology_failure
 
 # (command name as sent, failed, seconds from send to answer)
 CommandCounter = Callable[[str, bool, float], None]
@@ -28,6 +34,14 @@ def ignore(command: str, failed: bool, seconds: float) -> None:
 
 def _name(command: Any) -> str:
     return command.decode() if isinstance(command, bytes) else str(command)
+
+
+def _raise_as_storage_failure(exc: Exception) -> NoReturn:
+    """Raises `exc`, or the storage failure it stands for (store/faults.py), chained to it."""
+    failure = call_failure(exc)
+    if failure is None:
+        raise exc
+    raise failure from exc
 
 
 def _any_failed(replies: list[Any]) -> bool:
@@ -46,9 +60,9 @@ class CountedRedis(Redis):
         started = time.perf_counter()
         try:
             reply = await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        except Exception:
+        except Exception as exc:
             self.counter(_name(args[0]), True, time.perf_counter() - started)
-            raise
+            _raise_as_storage_failure(exc)
         self.counter(_name(args[0]), False, time.perf_counter() - started)
         return reply
 
@@ -65,9 +79,9 @@ class CountedPipeline(Pipeline):
         started = time.perf_counter()
         try:
             replies: list[Any] = await super().execute(raise_on_error)
-        except Exception:
+        except Exception as exc:
             self.counter("pipeline", True, time.perf_counter() - started)
-            raise
+            _raise_as_storage_failure(exc)
         self.counter("pipeline", _any_failed(replies), time.perf_counter() - started)
         return replies
 
@@ -83,11 +97,22 @@ class CountedCluster(RedisCluster):
         started = time.perf_counter()
         try:
             reply = await super().execute_command(*args, **kwargs)
-        except Exception:
+        except Exception as exc:
             self.counter(_name(args[0]), True, time.perf_counter() - started)
-            raise
+            _raise_as_storage_failure(exc)
         self.counter(_name(args[0]), False, time.perf_counter() - started)
         return reply
+
+    async def initialize(self, *args: Any, **kwargs: Any) -> RedisCluster:
+        # Called by each command while the client relearns the nodes (after a failure), and directly
+        # by the metrics collector: mid-failover the nodes disagree, or none answers, for a while.
+        try:
+            return await super().initialize(*args, **kwargs)
+        except Exception as exc:
+            failure = topology_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> ClusterPipeline:
         if shard_hint:
@@ -105,8 +130,8 @@ class CountedClusterPipeline(ClusterPipeline):
         started = time.perf_counter()
         try:
             replies: list[Any] = await super().execute(raise_on_error, allow_redirections)
-        except Exception:
+        except Exception as exc:
             self.counter("pipeline", True, time.perf_counter() - started)
-            raise
+            _raise_as_storage_failure(exc)
         self.counter("pipeline", _any_failed(replies), time.perf_counter() - started)
         return replies

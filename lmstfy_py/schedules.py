@@ -15,14 +15,15 @@ tick is the first one after now.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zoneinfo
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import msgpack
 from cronsim import CronSim, CronSimError
 
-from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.errors import Conflict, InvalidParameter
 
 Catchup = Literal["one", "none"]
 CATCHUPS: tuple[Catchup, ...] = ("one", "none")
@@ -39,6 +40,18 @@ ALIASES = {
     "@hourly": "0 * * * *",
 }
 FORMAT = 1  # of the packed spec, for a later change of it
+# IANA names are ASCII letters, digits, "_", "-" and "+" in "/"-separated parts, the longest 32
+# characters ("America/Argentina/ComodRivadavia"): nothing else reaches zoneinfo, which opens files.
+_TZ_NAME = re.compile(r"[A-Za-z0-9_+-]+(?:/[A-Za-z0-9_+-]+)*")
+MAX_TZ_CHARS = 64
+_SHOWN_TZ_CHARS = 64  # of a refused name, in the error
+
+
+class TooManySchedules(Conflict):
+    """The namespace holds the most schedules it may (SPEC section 9): a new one is refused, 409."""
+
+    def __init__(self, maximum: int) -> None:
+        super().__init__(f"too many schedules in namespace (max {maximum})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +68,10 @@ class Schedule:
     tries: int
     priority: int
     catchup: Catchup
+    # Not part of the schedule (never stored): the most schedules its namespace may hold for this
+    # one to be added (the server's max_schedules_per_namespace), 0 for no cap. Carried here because
+    # the count and the insert are one Lua step (store/schedule_ops.py), behind every JobStore.
+    namespace_cap: int = field(default=0, compare=False)
 
     def following(self, tick_ms: int, after_ms: int) -> int:
         """The first tick after `after_ms` (and after `tick_ms`, a tick of this schedule)."""
@@ -132,11 +149,22 @@ def cron_expression(text: str) -> str:
 
 
 def time_zone(name: str) -> str:
-    try:
-        zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise InvalidParameter(f"invalid tz: {name!r} is not an IANA time zone (like Europe/Paris)") from None
-    return name
+    """The name of an IANA time zone, else 400.
+
+    zoneinfo reads the name as a path under its TZPATH: a folder ("America"), an overlong name, a
+    path with ".." or a NUL byte fail there in every way (ValueError, KeyError, OSError), and an
+    OSError would read as a Redis outage (503, store/faults.py). So only what an IANA name looks
+    like goes to zoneinfo, and whatever it raises is the same 400.
+    """
+    if len(name) <= MAX_TZ_CHARS and _TZ_NAME.fullmatch(name):
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            pass
+        else:
+            return name
+    shown = name if len(name) <= _SHOWN_TZ_CHARS else name[:_SHOWN_TZ_CHARS] + "..."
+    raise InvalidParameter(f"invalid tz: {shown!r} is not an IANA time zone (like Europe/Paris)")
 
 
 def _next_cron(expression: str, tz: str, after_ms: int) -> int:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
-from lmstfy_py.schedules import Schedule, ScheduleState, unpacked
+from lmstfy_py.schedules import Schedule, ScheduleState, TooManySchedules, unpacked
 from lmstfy_py.store import keys
 from lmstfy_py.store.jobdata import encode_data
+from lmstfy_py.store.scripts import Arg
 from lmstfy_py.types import NewJob
 
 if TYPE_CHECKING:
@@ -35,12 +36,19 @@ def _index(ns: str, tick_ms: int) -> tuple[str, ...]:
 
 
 async def put(engine: Engine, ns: str, schedule: Schedule, now_ms: int) -> tuple[bool, int]:
-    """Registers (or replaces) the schedule; returns whether it is new, and its first tick."""
+    """Registers (or replaces) the schedule; returns whether it is new, and its first tick.
+
+    A new schedule in a namespace holding `schedule.namespace_cap` of them is refused (409),
+    nothing stored; replacing one is always allowed.
+    """
     await engine.register_namespace(ns)  # the scheduler's sweep reads the namespace registry
     first = schedule.first(now_ms)
     field = keys.schedule_field(schedule.queue, schedule.name)
     call_keys = [keys.schedules(ns), keys.schedule_ticks(ns)]
-    created = await engine.scripts.schedule_put(engine.script_client, call_keys, [field, schedule.packed(), first])
+    args: list[Arg] = [field, schedule.packed(), first, schedule.namespace_cap]
+    created = int(await engine.scripts.schedule_put(engine.script_client, call_keys, args))
+    if created < 0:
+        raise TooManySchedules(schedule.namespace_cap)
     await engine.script_client.execute_command(*_index(ns, first))
     engine.ticks.scheduled(first)
     return bool(created), first

@@ -2,7 +2,8 @@
 token), and a namespace's on the admin port (GET /cron/{ns}, DELETE /cron/{ns}/{queue}/{name}).
 
 PUT /api/{ns}/{queue}/cron/{name}?cron=EXPR|every=S&tz=&ttl=&tries=&priority=&catchup=one|none,
-body = the data of each job: 201 {"msg":"scheduled","next_ms"}, 200 when it replaced one.
+body = the data of each job: 201 {"msg":"scheduled","next_ms"}, 200 when it replaced one; 409 for
+a new one past the server's max_schedules_per_namespace.
 Registering is not publishing: it takes no unit of the token's produce limit, nor do the jobs
 the schedule publishes.
 """
@@ -16,13 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py import schedules
-from lmstfy_py.config import NAME_RE, UINT16_MAX, Defaults
+from lmstfy_py.config import NAME_RE, UINT16_MAX, Config
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.web import params
 from lmstfy_py.web.answers import no_content
 from lmstfy_py.web.middleware import route
-from lmstfy_py.web.target import defaults_of, target_of
+from lmstfy_py.web.target import runtime_of, target_of
 
 DEFAULT_TZ = "UTC"
 
@@ -37,11 +38,13 @@ def check_name(name: str) -> str:
     return name
 
 
-def schedule_from(queue: str, name: str, query: QueryParams, body: bytes, defaults: Defaults) -> Schedule:
+def schedule_from(queue: str, name: str, query: QueryParams, body: bytes, config: Config) -> Schedule:
+    """The schedule a PUT asks for, under the server's limits; 400 for anything malformed."""
+    defaults, server = config.defaults, config.server
     cron, every = query.get("cron"), query.get("every")
     if (cron is None) == (every is None):
         raise InvalidParameter("give cron=EXPR or every=SECONDS (one of them)")
-    every_s = None if every is None else params.uint(query, "every", 0, schedules.MAX_EVERY_S, minimum=1)
+    every_s = None if every is None else every_of(query, server.min_schedule_every)
     tries = params.uint(query, "tries", defaults.tries, UINT16_MAX)
     if tries == 0:
         raise InvalidParameter("tries shouldn't be zero")
@@ -56,7 +59,20 @@ def schedule_from(queue: str, name: str, query: QueryParams, body: bytes, defaul
         tries=tries,
         priority=params.uint(query, "priority", 0, params.MAX_PRIORITY),
         catchup="one" if params.choice(query, "catchup", schedules.CATCHUPS, default="one") == "one" else "none",
+        namespace_cap=server.max_schedules_per_namespace,
     )
+
+
+def every_of(query: QueryParams, minimum: int) -> int:
+    """every=S, whole seconds; the floor keeps one tenant's schedules from taking the server's CPU.
+
+    0 (never a period) stays the plain "invalid every" it always was; a period under the server's
+    floor says the floor, which a client cannot know otherwise.
+    """
+    every_s = params.uint(query, "every", 0, schedules.MAX_EVERY_S, minimum=1)
+    if every_s < minimum:
+        raise InvalidParameter(f"invalid every: must be at least {minimum} second{'' if minimum == 1 else 's'}")
+    return every_s
 
 
 def state_json(state: ScheduleState, with_queue: bool = False) -> dict[str, Any]:
@@ -71,7 +87,7 @@ def state_json(state: ScheduleState, with_queue: bool = False) -> dict[str, Any]
 async def put(request: Request) -> Response:
     target, name = await target_of(request), name_of(request)
     body = await params.read_body(request)
-    schedule = schedule_from(target.queue, name, request.query_params, body, defaults_of(request))
+    schedule = schedule_from(target.queue, name, request.query_params, body, runtime_of(request).config)
     created, first = await target.store.put_schedule(target.ns, schedule)
     return JSONResponse({"msg": "scheduled", "next_ms": first}, status_code=201 if created else 200)
 

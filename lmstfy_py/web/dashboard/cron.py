@@ -1,7 +1,8 @@
 """Recurring jobs (GET /ui/cron, SPEC section 9): a namespace's schedules with their next and last
 runs; create or replace one, delete one (after a confirmation). Through the JobStore, as the
 /api/{ns}/{queue}/cron and /cron/{ns} routes; the form is read by the API's own parser
-(schedule_from), so an error reads as the API's 400.
+(schedule_from) and stored as the API stores it, so an error (a 400, or the 409 of a full namespace)
+is shown above the form as the API words it.
 
 The job data is typed as text: sent as UTF-8, with its line ends as "\\n" (a browser sends a text
 area's as "\\r\\n"). A schedule whose data is binary is listed, but replacing its data needs the API.
@@ -16,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.schedules import Schedule
+from lmstfy_py.schedules import Schedule, TooManySchedules
 from lmstfy_py.web import params
 from lmstfy_py.web.dashboard import display
 from lmstfy_py.web.dashboard.render import (
@@ -104,7 +105,7 @@ def _schedule(request: Request, fields: dict[str, str]) -> tuple[str, Schedule]:
     # An empty field is a parameter not given: the API's default.
     query = QueryParams([(key, fields[key].strip()) for key in QUERY_FIELDS if fields.get(key, "").strip()])
     body = fields.get("data", "").replace("\r\n", "\n").encode()
-    return ns, schedule_from(queue, name, query, body, runtime_of(request).config.defaults)
+    return ns, schedule_from(queue, name, query, body, runtime_of(request).config)
 
 
 async def save(request: Request) -> Response:
@@ -113,11 +114,11 @@ async def save(request: Request) -> Response:
     fields = await form_of(request)
     try:
         ns, schedule = _schedule(request, fields)
-    except InvalidParameter as error:
+        created, _ = await store_of(request).put_schedule(ns, schedule)
+    except (InvalidParameter, TooManySchedules) as error:  # the form again, with what to change
         form = {name: fields.get(name, "") for name in FORM_FIELDS}
         # This URL is the action's: nothing to refresh.
         return await _render(request, None, form, error=error.message, status=error.status, no_refresh=True)
-    created, _ = await store_of(request).put_schedule(ns, schedule)
     return back_to(CRON, pool, "schedule_created" if created else "schedule_replaced", ns=ns)
 
 

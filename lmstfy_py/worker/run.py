@@ -4,12 +4,18 @@
   `count`), long-polling `poll` seconds. A job starts its handler when a slot is free, else waits
   in the prefetch buffer: the next consume's round trip then overlaps the handlers' work instead
   of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
-  (pace.py). While jobs are in hand, a fetcher waits until room for half a consume is free:
-  asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
+  (pace.py). While every slot has a job in hand, a fetcher waits until room for half a consume
+  is free: asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
 - A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
-- The lease keeper touches the jobs held past half their ttr, waiting or running.
+- The lease keeper touches the running jobs held past half their ttr. A job still waiting for a
+  slot at that point goes back untried (its try and attempt given back, ready at once) for
+  another worker, before its reservation ends: touching it kept jobs reserved by a worker whose
+  handlers had all hung while other workers sat idle. Its place in the buffer goes with it until
+  a handler ends (`stale`): a wedged worker holds only its running jobs, never consuming what it
+  cannot start (consumes already in flight may bring a few back once), and a slow one holds
+  more again only as its handlers get through jobs.
 - A stop: no new consume, but the long-polls in flight are waited for (at most `poll` seconds):
   the server does not notice a client that left a long-poll, and would reserve the next job for
   it, stuck until its ttr. Jobs still waiting are released at once, untried (their try given
@@ -79,7 +85,8 @@ class Running:
     """A job in hand: waiting for a slot, then running (`task`); `abandoned` once the stop released it."""
 
     job: Job
-    touch_at: float  # loop time of the next touch
+    touch_at: float  # loop time of the next touch; waiting: when it goes back untried
+    lease_ends: float  # loop time before which its reservation cannot end (a consume's or touch's send + ttr)
     task: asyncio.Task[None] | None = None
     abandoned: bool = False
 
@@ -114,6 +121,7 @@ class Run:
         self.running: set[Running] = set()
         self.waiting: deque[Running] = deque()  # reserved, their handlers not started: the prefetch
         self.requested = 0  # jobs asked for by the consumes in flight
+        self.stale = 0  # buffer places taken by jobs given back for waiting too long; a handler's end frees one
         self.tasks: set[asyncio.Task[None]] = set()  # every handler task, until it has settled its job
         self.slot_freed = asyncio.Event()  # in a stop: a handler ended, or the stop hurries
         # Fetchers waiting for room, each woken alone: waking them all at every handler's end cost
@@ -223,22 +231,29 @@ class Run:
             if len(jobs) == count:
                 self.pace.consumed(now - sent)
             for job in jobs:
-                held = Running(job, now + self.w.ttr / 2)
+                held = Running(job, now + self.w.ttr / 2, sent + self.w.ttr)
                 if len(self.running) < self.w.concurrency and not self.stopping.is_set():
                     self._start(held)
                 else:
                     self.waiting.append(held)
 
+    def _prefetch(self) -> int:
+        """Jobs to hold beyond the concurrency, before the places of jobs given back as stale."""
+        fixed = self.w.prefetch
+        return self.pace.prefetch(self.loop.time()) if fixed is None else fixed
+
     def _consume_size(self) -> int:
         """How many jobs the next consume asks for; 0: not yet (less than half a consume of room
-        while jobs are in hand)."""
-        fixed = self.w.prefetch
-        limit = self.w.concurrency + (self.pace.prefetch(self.loop.time()) if fixed is None else fixed)
-        free = limit - len(self.running) - len(self.waiting) - self.requested
+        while every slot has a job in hand)."""
+        limit = self.w.concurrency + max(0, self._prefetch() - self.stale)
+        in_hand = len(self.running) + len(self.waiting) + self.requested
+        free = limit - in_hand
         if free <= 0:
             return 0
-        idle = not (self.running or self.waiting or self.requested)
-        return min(free, self.w.count) if idle or free >= min(self.w.count, limit) // 2 else 0
+        # A slot that no job in hand will fill asks at once: waiting for half a consume of room
+        # would leave it idle (the buffer is empty when its jobs were given back as stale).
+        starved = in_hand < self.w.concurrency
+        return min(free, self.w.count) if starved or free >= min(self.w.count, limit) // 2 else 0
 
     def _wake_fetcher(self) -> None:
         while self.idle_fetchers:
@@ -275,6 +290,8 @@ class Run:
         finally:
             self.running.discard(running)
             self.pace.finished()
+            if self.stale:
+                self.stale -= 1  # a job went through: the buffer may hold one more again
             if self.waiting and not self.stopping.is_set():
                 self._start(self.waiting.popleft())
             if self.stopping.is_set():
@@ -316,16 +333,18 @@ class Run:
             return
         log.warning("job %s of %s buried: %s", job.id, job.queue, reason or "(no reason)")
 
-    async def _settle(self, send: Callable[[], Awaitable[T]]) -> T:
+    async def _settle(self, send: Callable[[], Awaitable[T]], until: float = math.inf) -> T:
         """Sends a release or bury, again only while the failure proves it never reached the server
-        (a repeat of one that did could end another worker's reservation of the job)."""
+        (a repeat of one that did could end another worker's reservation of the job) and before
+        `until` (loop time; past it the reservation may have ended, and the job be another's)."""
         for attempt in range(SETTLE_ATTEMPTS - 1):
+            delay = backoff_delay(attempt, BACKOFF_S, MAX_BACKOFF_S)
             try:
                 return await send()
             except Unavailable as exc:
-                if exc.sent:
+                if exc.sent or self.loop.time() + delay >= until:
                     raise
-            await asyncio.sleep(backoff_delay(attempt, BACKOFF_S, MAX_BACKOFF_S))
+            await asyncio.sleep(delay)
         return await send()
 
     # -- leases ----------------------------------------------------------------------------------
@@ -335,13 +354,34 @@ class Run:
         while True:
             await asyncio.sleep(period)
             now = self.loop.time()
-            due = [r for r in (*self.running, *self.waiting) if r.touch_at <= now and not r.abandoned]
+            self._give_back_stale(now)
+            due = [r for r in self.running if r.touch_at <= now and not r.abandoned]
             if due:
                 await asyncio.gather(*(self._touch(r, now, period) for r in due))
+
+    def _give_back_stale(self, now: float) -> None:
+        """Jobs that waited half their ttr for a slot go back untried, with their buffer places:
+        touched, they stayed with a worker whose handlers had all hung."""
+        expired = 0
+        # Jobs wait in the order they came, so the oldest are first.
+        while self.waiting and self.waiting[0].touch_at <= now:
+            held = self.waiting.popleft()
+            held.abandoned = True
+            expired += 1
+            self._track(self._give_back_untried(held.job, until=held.lease_ends))
+        if expired:
+            # Never more places than the buffer has: one handler's end then lets the worker consume again.
+            self.stale = min(self.stale + expired, self._prefetch())
+            log.warning(
+                "%d job(s) waited half their ttr for a slot (%d handler(s) running): given back untried",
+                expired,
+                len(self.running),
+            )
 
     async def _touch(self, running: Running, now: float, period: float) -> None:
         job = running.job
         running.touch_at = now + self.w.ttr / 2
+        running.lease_ends = now + self.w.ttr
         try:
             await self.client.touch(job.queue, job.id, ttr=self.w.ttr)
         except (Unavailable, Throttled):
@@ -381,13 +421,16 @@ class Run:
             held.abandoned = True
             self._track(self._give_back_untried(held.job))
 
-    async def _give_back_untried(self, job: Job) -> None:
+    async def _give_back_untried(self, job: Job, until: float = math.inf) -> None:
         """Ready again at once with its try and attempt given back (and no new last error): its
         handler never ran."""
         self.tally.given_back += 1
         try:
             async with self.give_backs:
-                await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True))
+                if self.loop.time() >= until:  # queued too long behind other releases: it may be another's now
+                    log.warning("job %s of %s not started; not released in time: it comes back", job.id, job.queue)
+                    return
+                await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True), until)
         except LmstfyError as exc:
             log.warning(
                 "job %s of %s not started; not released (%s): it comes back after its ttr", job.id, job.queue, exc

@@ -24,13 +24,13 @@ class Worker:
     `handler` is a function or a coroutine function taking a `Job`: a return ACKs the job,
     `raise Bury("why")` buries it, any other exception releases it with the job's backoff.
     Sync handlers run on `concurrency` threads, async ones on the event loop. `prefetch` jobs
-    more than `concurrency` may be held reserved, waiting for a slot (touched like running ones,
-    given back untried at a stop); by default the buffer follows the handlers' pace: what they
-    finish in two consume round trips, at least the concurrency, at most 600 (pace.py). `ttr` is
-    the reservation of each job (touched while it is held); `count` caps a consume (default
-    100, the most the server gives; a consume asks for at most the free room); `grace` is what
-    in-flight handlers get at a stop; `poll` the long-poll wait in seconds; `metrics_port`
-    serves Prometheus metrics (metrics.py).
+    more than `concurrency` may be held reserved, waiting for a slot (given back untried once
+    they have waited half their ttr, and at a stop); by default the buffer follows the handlers'
+    pace: what they finish in two consume round trips, at least the concurrency, at most 600
+    (pace.py). `ttr` is the reservation of each job (touched while its handler runs); `count`
+    caps a consume (default 100, the most the server gives; a consume asks for at most the free
+    room); `grace` is what in-flight handlers get at a stop; `poll` the long-poll wait in
+    seconds; `metrics_port` serves Prometheus metrics (metrics.py).
     """
 
     def __init__(

@@ -425,18 +425,95 @@ def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str
         assert reserved_and_ready(client, "q") == (2, 4)
 
 
-def test_a_prefetched_job_is_touched_while_it_waits(server: Server, namespace: str, token: str, client: Client) -> None:
+def test_a_prefetched_job_waiting_half_its_ttr_goes_back_untried_and_runs_when_a_slot_frees(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
     deliveries: Counter[str] = Counter()
 
     async def slow(job: Job) -> None:
         deliveries[job.id] += 1
         await asyncio.sleep(2.5)
 
-    # One slot: the second job waits 2.5 s for it, past its 2 s ttr.
-    published = client.publish_many("q", ["a", "b"], tries=3)
+    # One slot: the second job would wait 2.5 s for it, past its 2 s ttr. It goes back untried at
+    # half its ttr (another worker could run it meanwhile), is not taken again while the slot is
+    # busy, and is consumed again once the slot frees.
+    first, second = client.publish_many("q", ["a", "b"], tries=3)
     with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=1, prefetch=1)):
+        wait_until(lambda: deliveries == {first: 1} and client.stats("q").reserved == 2, what="1 running, 1 held")
+        wait_until(lambda: (client.peek_job("q", second) or Job("", "", "", b"")).state == "ready", timeout=2.5)
+        back = client.peek_job("q", second)
+        assert back is not None and (back.remain_tries, back.attempts, back.last_error) == (3, 0, None)
+        assert deliveries == {first: 1}  # the first still runs
         wait_until(lambda: drained(client, "q") and sum(deliveries.values()) == 2, timeout=15)
-    assert deliveries == {job_id: 1 for job_id in published}  # neither delivered again
+    assert deliveries == {first: 1, second: 1}
+
+
+def hung_until(gate: threading.Event, started: list[str]) -> Callable[[Job], None]:
+    """A sync handler that notes its job and hangs until `gate` is set (then returns at once)."""
+
+    def handler(job: Job) -> None:
+        started.append(job.id)
+        gate.wait(60)
+
+    return handler
+
+
+def test_jobs_held_by_a_wedged_worker_go_to_another_worker_untried(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    # Both handlers of the first worker hang; the 10 jobs it prefetched went on being touched, so
+    # they stayed reserved until it stopped while a second worker sat idle.
+    started: list[str] = []
+    handled: list[str] = []
+    gate = threading.Event()
+    published = client.publish_many("q", [str(i) for i in range(12)])  # one try each
+    hung = hung_until(gate, started)
+    wedged = make_worker(server, namespace, token, hung, queues="q", concurrency=2, prefetch=10, ttr=2, grace=0)
+    try:
+        with running(wedged):
+            wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 12, what="2 running, 10 held")
+            held_since = time.monotonic()
+            idle = make_worker(server, namespace, token, lambda job: handled.append(job.id), queues="q")
+            with running(idle):
+                wait_until(lambda: len(handled) == 10, timeout=6, what="the held jobs handled by the other worker")
+                assert time.monotonic() - held_since < 2 * wedged.ttr
+                wait_until(lambda: client.stats("q").reserved == 2, what="their ACKs")
+            # Delivered with their only try: given back untried, not expired (which would bury them).
+            assert sorted(handled) == sorted(set(published) - set(started))
+            assert client.dead_letter_size("q") == 0 and wedged.tally.given_back == 10
+            assert reserved_and_ready(client, "q") == (2, 0)  # the wedged worker took nothing back
+    finally:
+        gate.set()
+
+
+def test_a_wedged_worker_does_not_take_back_what_it_gave_back_until_its_handlers_finish(
+    server: Server, namespace: str, token: str, client: Client
+) -> None:
+    started: list[str] = []
+    gate = threading.Event()
+    published = client.publish_many("q", [str(i) for i in range(12)])
+    worker = make_worker(
+        server, namespace, token, hung_until(gate, started), queues="q", concurrency=2, prefetch=10, ttr=2
+    )
+    try:
+        with running(worker):
+            wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 12, what="2 running, 10 held")
+            wait_until(lambda: reserved_and_ready(client, "q") == (2, 10), timeout=2, what="the held jobs given back")
+            back = [client.peek_job("q", job_id) for job_id in published if job_id not in started]
+            untried = [(j.state, j.remain_tries, j.attempts, j.last_error) for j in back if j]
+            assert untried == [("ready", 1, 0, None)] * 10  # every try left, no attempt, no error
+            # Two ttrs with every handler hung: no consume takes them back, none is given back twice.
+            seen: set[tuple[int, int]] = set()
+            for _ in range(20):
+                seen.add(reserved_and_ready(client, "q"))
+                time.sleep(0.2)
+            assert seen == {(2, 10)} and worker.tally.given_back == 10 and len(started) == 2
+            gate.set()  # the handlers finish: the worker consumes again, as many as it can start
+            wait_until(lambda: drained(client, "q"), what="all handled")
+        assert worker.tally.processed == 12 and sorted(started) == sorted(published)
+        assert client.dead_letter_size("q") == 0
+    finally:
+        gate.set()
 
 
 def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(

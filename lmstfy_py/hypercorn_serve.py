@@ -31,8 +31,17 @@ arrived, and that handles nothing it reads once it decided to close. Its stop:
    they are served like the others); busy ones close after their answer;
 4. connections still open after graceful_timeout are cut off (logged, no traceback).
 
-This module leans on TCPServer's internals (`_read_data`, `_idle_timeout`, `protocol_send`),
-which is why it is one module, tested end to end (tests/test_http_hardening.py).
+And two answers hypercorn gives before the app has answered change (`_H11Protocol`):
+
+- a request h11 cannot parse (400) or whose head passes 16 KiB (431) gets a JSON error
+  (refusals.py) instead of an empty body, like every other error;
+- a chunked body whose chunk-size line announces more than the body's limit (1 MiB, counting what
+  came before) is refused 413 as soon as that line is parsed: hypercorn would wait for the chunk's
+  data (up to body_timeout, for a client that announces 2 GiB and then sends nothing).
+
+This module leans on TCPServer's internals (`_read_data`, `_idle_timeout`, `protocol_send`) and
+H11Protocol's (`_send_error_response`, `connection`), which is why it is one module, tested end to
+end (tests/test_http_hardening.py).
 """
 
 from __future__ import annotations
@@ -41,14 +50,20 @@ import asyncio
 import contextlib
 import logging
 import socket
+from itertools import chain
+from typing import Any
 
+import h11
+from h11._readers import ChunkedReader
 from hypercorn.asyncio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.asyncio.worker_context import WorkerContext
 from hypercorn.config import Config
 from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.typing import AppWrapper, ASGIFramework, LifespanState
 from hypercorn.utils import wrap_app
 
+from lmstfy_py.refusals import MAX_BODY, body_for
 from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
 
 log = logging.getLogger(__name__)
@@ -118,6 +133,7 @@ class _Connection(TCPServer):
         await super().protocol_send(event)
 
     async def _read_data(self) -> None:
+        _use_our_h11(self)
         # TCPServer's loop, but bytes read once an idle close was decided are not handled.
         while not self.reader.at_eof() and not self._closing:
             try:
@@ -145,3 +161,74 @@ class _Connection(TCPServer):
             return
         self._closing = True
         await self._initiate_server_close()
+
+
+def _use_our_h11(connection: TCPServer) -> None:
+    """Puts an _H11Protocol in place of the H11Protocol that TCPServer.run has just made (and initiated,
+    which does nothing), before any byte is read: run builds the protocol inline, with no hook."""
+    wrapper = connection.protocol
+    if type(wrapper.protocol) is H11Protocol:
+        wrapper.protocol = _H11Protocol(
+            wrapper.app,
+            wrapper.config,
+            wrapper.context,
+            wrapper.task_group,
+            wrapper.state,
+            wrapper.ssl,
+            wrapper.client,
+            wrapper.server,
+            wrapper.send,
+        )
+
+
+class _H11Protocol(H11Protocol):
+    """hypercorn's HTTP/1.1, with JSON refusals and a chunked body's size checked on each chunk's size line."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.connection = _BoundedBody(h11.SERVER, max_incomplete_event_size=self.config.h11_max_incomplete_size)
+
+    async def _send_error_response(self, status_code: int) -> None:
+        # hypercorn's, with a body: called when h11 refuses what it received, before any answer began.
+        body = body_for(status_code)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+            (b"connection", b"close"),
+        ]
+        await self._send_h11_event(
+            h11.Response(status_code=status_code, headers=list(chain(headers, self.config.response_headers("h11"))))
+        )
+        await self._send_h11_event(h11.Data(data=body))
+        await self._send_h11_event(h11.EndOfMessage())
+
+
+class _BoundedBody(h11.Connection):
+    """h11's server side, refusing (413) a chunked body whose chunks announce more than MAX_BODY in all.
+
+    h11 reads a chunk's size line, then hands out the chunk's data as it arrives; its events say
+    where a chunk starts and ends but not how long it is, and a size line with no data yet gives no
+    event at all. So this looks at the chunk reader's count of bytes still to come in the chunk
+    (`ChunkedReader._bytes_in_chunk` in h11 0.16): private, but the only place that number
+    is, and a change there fails the tests (tests/test_http_hardening.py) rather than passing
+    silently. The refusal is a RemoteProtocolError with a 413 hint, which hypercorn answers as
+    it answers h11's own (`_send_error_response`, then the connection closes).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._body_bytes = 0  # of the current request, handed out so far
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        event = super().next_event()
+        if isinstance(event, h11.Data):
+            self._body_bytes += len(event.data)
+        elif isinstance(event, h11.Request):
+            self._body_bytes = 0
+        reader = self._reader
+        if isinstance(reader, ChunkedReader) and self._body_bytes + reader._bytes_in_chunk > MAX_BODY:
+            # As h11 does for its own errors: the peer's state becomes ERROR, so the app's answer,
+            # if it comes later, is dropped by hypercorn instead of raising.
+            self._process_error(self.their_role)
+            raise h11.RemoteProtocolError("body too large", error_status_hint=413)
+        return event

@@ -17,6 +17,9 @@ these ways, each changed here:
 - httptools buffers a request head of any size. Here a head over 16 KiB (h11's limit under
   hypercorn) is answered 431, and a head httptools cannot parse gets a JSON 400 instead of
   uvicorn's plain-text one; both close the connection.
+- A chunk's size line announcing more than a body may hold makes uvicorn wait for the chunk's
+  data (up to body_timeout, for a client that announces 2 GiB and then sends nothing). Here the
+  body is refused 413 as soon as that line is parsed (`_follow_chunks`), as under hypercorn.
 
 What stays uvicorn's: the request/response cycle (RequestResponseCycle), flow control, pipelining,
 `Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 from typing import Any
 
@@ -42,14 +46,16 @@ from uvicorn.server import ServerState
 
 from lmstfy_py.config import ServerConfig
 from lmstfy_py.listeners import BACKLOG
+from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
 from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
 
 log = logging.getLogger(__name__)
 
-# h11's max_incomplete_event_size, what hypercorn answers 431 beyond.
-MAX_HEAD_BYTES = 16 * 1024
-BAD_REQUEST = b'{"error":"invalid HTTP request"}'
-HEAD_TOO_LARGE = b'{"error":"request head too large"}'
+_PHRASES = {400: b"Bad Request", 413: b"Content Too Large", 431: b"Request Header Fields Too Large"}
+# A chunk's size line, as llhttp accepts it (no spaces; leading zeros, then at most 64 bits).
+_SIZE_LINE = re.compile(rb"0*([0-9A-Fa-f]{1,16})[;\r]")
+_ZEROS = re.compile(rb"0*")
+_LINE_START = 32  # bytes kept of a line a read ended in: a size line's digits and what ends them
 _WAIT_S = 0.05  # how often the stop looks whether every connection is gone
 _CANCEL_WAIT_S = 1.0  # for the requests cut off to end (server.py's own fallback comes after STOP_MARGIN)
 
@@ -145,6 +151,10 @@ class _Connection(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None  # while a request's head is awaited
         self._in_head = False  # from a message's first byte to the end of its head
         self._head_bytes = 0
+        self._body_bytes = 0  # of the current request, received so far
+        self._chunked = False  # from the end of a chunked request's head to the end of its body
+        self._chunk_at: int | None = None  # _body_bytes when a chunk's size line was parsed in this read
+        self._line_start = b""  # while _chunked: how the line the last read ended in begins (zeros dropped)
 
     @property
     def _stopping(self) -> bool:
@@ -177,6 +187,37 @@ class _Connection(HttpToolsProtocol):
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(431, HEAD_TOO_LARGE)
+        if self._chunked and not self.transport.is_closing():
+            self._follow_chunks(data)
+
+    def _follow_chunks(self, data: bytes) -> None:
+        """Refuses (413) a chunked body once a chunk's size line says it will pass MAX_BODY.
+
+        httptools calls on_chunk_header without the size (llhttp has it, httptools does not
+        expose it), so the line is found in the bytes: llhttp takes every byte it is fed, and
+        after a chunk's size line comes only that chunk's data, so a chunk still open at the end
+        of a read had its size line end where the data handed to on_body since began. A line
+        begun in an earlier read (a client sending it in pieces) starts with `_line_start`.
+        """
+        if self._chunk_at is not None:
+            end = len(data) - (self._body_bytes - self._chunk_at)
+            size = _chunk_size(self._line_start, data, end)
+            if size is not None and self._chunk_at + size > MAX_BODY and not self._answering():
+                self._refuse(413, BODY_TOO_LARGE)
+                return
+            self._chunk_at = None
+        tail = data.rfind(b"\n") + 1
+        if tail == 0 and self._line_start:
+            if len(self._line_start) < _LINE_START:
+                self._line_start = (self._line_start + data[:_LINE_START])[:_LINE_START]
+        else:
+            zeros = _ZEROS.match(data, tail)
+            begins = zeros.end() if zeros else tail
+            self._line_start = data[begins : begins + _LINE_START]
+
+    def _answering(self) -> bool:
+        """The app has begun its answer (one given before the body ended, which closes the connection)."""
+        return self.cycle is None or self.cycle.response_started
 
     def send_400_response(self, msg: str) -> None:
         self._refuse(400, BAD_REQUEST)
@@ -184,8 +225,7 @@ class _Connection(HttpToolsProtocol):
     def _refuse(self, status: int, body: bytes) -> None:
         """Answers `status` with a JSON `body` and closes the connection (no request reached the app)."""
         self._cancel_head_timer()
-        phrase = b"Bad Request" if status == 400 else b"Request Header Fields Too Large"
-        head = [b"HTTP/1.1 %d %s\r\n" % (status, phrase)]
+        head = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES[status])]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
         head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
         self.transport.write(b"".join(head) + body)
@@ -196,13 +236,30 @@ class _Connection(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._head_bytes = True, 0
+        self._body_bytes, self._chunked, self._chunk_at, self._line_start = 0, False, None, b""
 
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._cancel_head_timer()
+        # A body with Transfer-Encoding comes in chunks: llhttp refuses a request whose last coding is another.
+        self._chunked = any(name == b"transfer-encoding" for name, _ in self.headers)
         super().on_headers_complete()
         if self._stopping and self.cycle is not None:
             self.cycle.keep_alive = False  # its answer says Connection: close and ends the connection
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def on_chunk_header(self) -> None:
+        self._chunk_at = self._body_bytes
+
+    def on_chunk_complete(self) -> None:
+        self._chunk_at = None
+
+    def on_message_complete(self) -> None:
+        self._chunked, self._chunk_at = False, None
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -244,3 +301,17 @@ class _Connection(HttpToolsProtocol):
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+
+
+def _chunk_size(line_start: bytes, data: bytes, end: int) -> int | None:
+    """The size on the chunk-size line that ends at `end` in `data` (begun with `line_start` if it began
+    in an earlier read), or None if no size line ends there: after the last chunk's size line (0) come
+    trailer lines, which never read as one (a header line has a colon where a size line ends)."""
+    if end < 1 or data[end - 1] != ord("\n"):
+        return None
+    start = data.rfind(b"\n", 0, end - 1) + 1
+    if start == 0 and line_start:
+        found = _SIZE_LINE.match(line_start + data[: min(end, _LINE_START)])
+    else:
+        found = _SIZE_LINE.match(data, start, end)
+    return int(found[1], 16) if found else None

@@ -416,7 +416,10 @@ def _read_server(reader: _Reader, base: ServerConfig) -> ServerConfig:
         reader.fail("admin_port", f"must differ from port ({server.port})")
     missing = [name for name in _HTTP_SERVER_MODULES[server.http_server] if importlib.util.find_spec(name) is None]
     if missing:
-        reader.fail("http_server", f"{server.http_server} needs {', '.join(missing)}: pip install 'lmstfy-py[fast]'")
+        needs = ", ".join(missing)
+        reader.fail(
+            "http_server", f"{server.http_server} needs {needs}: the [fast] extra (pip install '.[fast]' in a checkout)"
+        )
     return server
 
 

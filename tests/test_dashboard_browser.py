@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -121,7 +122,7 @@ def test_respawn_a_dead_job_from_the_ui_then_consume_it(server: Server, page: Pa
     expect(job).to_contain_text("disk full")
     expect(job).to_contain_text("00 ff 62 69 6e 61 72 79")  # binary data shown as hex
     job.get_by_role("button", name="Respawn").click()
-    expect(page.locator(".notice")).to_have_text("1 dead job(s) respawned.")
+    expect(page.locator(".notice")).to_have_text("1 dead job respawned.")
     expect(page.locator("[data-dead-size]")).to_have_attribute("data-dead-size", "0")
     delivered = consume(server, token, "rescue", "q")
     assert (delivered.status_code, delivered.json()["job_id"]) == (200, job_id)
@@ -152,7 +153,7 @@ def test_destroy_asks_for_a_confirmation_first(server: Server, page: Page) -> No
     expect(page.locator("h1")).to_have_text("Destroy queue destroying/q?")
     assert httpx.get(f"{server.data_url}/api/destroying/q/size").json()["size"] == 1  # nothing done yet
     page.locator("#confirm").click()
-    expect(page.locator(".notice")).to_have_text("Queue destroyed: 1 ready job(s) deleted.")
+    expect(page.locator(".notice")).to_have_text("Queue destroyed: 1 ready job deleted.")
     assert httpx.get(f"{server.data_url}/api/destroying/q/size").json()["size"] == 0
 
 
@@ -288,3 +289,61 @@ def test_basic_auth_challenge_when_accounts_are_configured(tmp_path: Path, brows
             expect(page.locator("#live")).to_contain_text("updated", timeout=SHOWN_WITHIN_MS)  # refreshes authenticated
         finally:
             operator.close()
+
+
+# What a chart's line goes through, sampled along its length by the browser: whatever the element
+# (a polyline, a path of several pieces), only what is drawn, in the SVG's own units.
+_DRAWN = """(line) => {
+  const total = line.getTotalLength();
+  const points = [];
+  for (let i = 0; i <= 600; i++) {
+    const point = line.getPointAtLength(total * i / 600);
+    points.push([point.x, point.y]);
+  }
+  return points;
+}"""
+
+
+def assert_drawn_flat(points: list[list[float]]) -> None:
+    """A line of one busy minute among idle ones: on the axis or at the minute's height, nothing
+    between (a spike climbs through every height between); the busy minute a flat, visible dash."""
+    low, high = max(y for _, y in points), min(y for _, y in points)
+    assert low - high > 10, points  # the busy minute is drawn above the axis
+    between = [(x, y) for x, y in points if high + 0.5 < y < low - 0.5]
+    assert between == [], between
+    top = [x for x, y in points if y <= high + 0.5]
+    assert max(top) - min(top) >= 1.5, top  # a short flat line, not a lone point
+
+
+def test_a_lone_busy_minute_is_drawn_as_a_flat_dash_not_a_spike(server: Server, page: Page) -> None:
+    token = create_token(server, "lone")
+    publish(server, token, "lone", "q", b"the only job")
+    page.goto(f"{server.admin_url}/ui/queue/lone/q")
+    expect(page.locator("#queue-rates figcaption")).to_contain_text(
+        "last 60 minutes: 1 published", timeout=SHOWN_WITHIN_MS
+    )
+    assert_drawn_flat(page.locator("#queue-rates svg .pub").evaluate(_DRAWN))
+    page.goto(f"{server.admin_url}/ui?ns=lone")
+    assert_drawn_flat(page.locator('tr[data-queue="lone/q"] svg.spark .pub').evaluate(_DRAWN))
+
+
+def rates_text(server: Server, ns: str, queue: str) -> str:
+    found = re.search(r'last 60 minutes: [^<"]*', httpx.get(f"{server.admin_url}/ui/queue/{ns}/{queue}").text)
+    assert found is not None
+    return found.group(0)
+
+
+def test_a_publish_shows_in_the_rates_at_once(server: Server, page: Page) -> None:
+    """The server has one worker: the process that counted a publish renders the page."""
+    token = create_token(server, "rating")
+    publish(server, token, "rating", "q", b"first")
+    assert wait_until(lambda: "1 published" in rates_text(server, "rating", "q"), timeout=5)
+    # Just after the counts were written: the next write is up to 2 s away, the page is not.
+    publish(server, token, "rating", "q", b"second")
+    assert rates_text(server, "rating", "q").startswith("last 60 minutes: 2 published")
+    page.goto(f"{server.admin_url}/ui/queue/rating/q")
+    time.sleep(0.2)
+    publish(server, token, "rating", "q", b"third")
+    expect(page.locator("#queue-rates figcaption")).to_contain_text(
+        "last 60 minutes: 3 published", timeout=REFRESH_MS + 1000
+    )  # the next refresh

@@ -8,8 +8,10 @@ Redis Clusters (the `runtime` fixture).
 
 from __future__ import annotations
 
+import asyncio
 import html
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,7 +32,7 @@ from lmstfy_py.web.dashboard import cron as cron_page
 from lmstfy_py.web.dashboard import pushers as pushers_page
 from lmstfy_py.web.dashboard import queue as queue_page
 from tests.conftest import client_for, free_port
-from tests.web.conftest import MakeToken
+from tests.web.conftest import MakeToken, wait_for
 from tests.web.test_auth import ACCOUNTS, CHALLENGE, basic
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -189,7 +191,7 @@ async def test_destroy_and_the_dead_letter_need_a_confirmation(admin: httpx.Asyn
         await engine.bury("ns", "q", job_id, "boom")
     token = await csrf_token(admin)
     asked = await post(admin, "/ui/deadletter/ns/q/delete", {"csrf": token})
-    assert asked.status_code == 200 and "Deletes the 3 dead job(s)" in asked.text
+    assert asked.status_code == 200 and "Deletes the 3 dead jobs" in asked.text
     assert 'name="count" value="3"' in asked.text and await engine.dead_letter_size("ns", "q") == 3
     done = await post(admin, "/ui/deadletter/ns/q/respawn", {"csrf": token, "confirm": "yes", "count": "2"})
     assert done.headers["location"].endswith("done=respawned&n=2")
@@ -313,7 +315,7 @@ def test_job_data_is_text_when_printable_utf8_else_hex_and_base64() -> None:
 def test_chart_scales() -> None:
     assert [charts.nice_ceiling(n) for n in (0, 1, 3, 7, 20, 21, 999, 1001)] == [1, 1, 5, 10, 20, 50, 1000, 2000]
     chart = charts.rate_chart(Rates([0] * 59 + [30], [0] * 60), "c")
-    assert 'data-top="50"' in chart and chart.count("<polyline") == 2
+    assert 'data-top="50"' in chart and chart.count('<path class="') == 2
     assert "last 60 minutes: 30 published, 0 consumed" in chart
 
 
@@ -455,7 +457,7 @@ async def test_schedules_from_forms(admin: httpx.AsyncClient, runtime: Runtime) 
     store = runtime.pools.get("default")
     assert "No namespace yet" in (await admin.get("/ui/cron")).text
     await runtime.tokens.create("default", "shop", "a tenant")
-    assert "No schedule in shop." in (await admin.get("/ui/cron")).text  # the first namespace is shown
+    assert "No schedule in this pool yet" in (await admin.get("/ui/cron")).text
     token = await csrf_token(admin, "/ui/cron")
     created = await post(admin, "/ui/cron/save", {"csrf": token, **SCHEDULE_FORM})
     assert (created.status_code, created.headers["location"]) == (
@@ -560,3 +562,169 @@ async def test_forged_push_group_and_schedule_forms_are_refused(
     # The same form with this browser's token acts: the refusal was the forgery's.
     assert (await post(admin, action, {"csrf": await csrf_token(admin), **fields})).status_code == 303
     assert (await runtime.pushers.all(), await store.schedules("shop")) != before
+
+
+async def test_the_recurring_page_shows_every_namespaces_schedules_until_one_is_chosen(
+    admin: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    """A newcomer opening Recurring sees the schedules there are, not the first namespace's none."""
+    store = runtime.pools.get("default")
+    await runtime.tokens.create("default", "alpha", "first in order, no schedule")
+    await store.put_schedule("shop", Schedule("daily", "reports", "0 0 * * *", None, "UTC", b"x", 0, 1, 0, "one"))
+    await store.put_schedule("zoo", Schedule("tick", "beats", None, 60, "UTC", b"y", 0, 1, 0, "one"))
+    every = (await admin.get("/ui/cron")).text
+    for ns, schedule in (("shop", "reports/daily"), ("zoo", "beats/tick")):
+        panel = re.search(rf'data-namespace="{ns}">(.*?)</table>', every, re.S)
+        assert panel is not None and f'data-schedule="{schedule}"' in panel.group(1), every
+        assert f"ns={ns}&amp;queue=" in panel.group(1)  # its Edit link opens it in its own namespace
+        assert "1 schedule<" in panel.group(1)
+    assert "No schedule in" not in every and 'data-namespace="alpha"' not in every
+    assert '<option value="" selected>every namespace</option>' in every
+    alpha = (await admin.get("/ui/cron", params={"ns": "alpha"})).text
+    assert "No schedule in alpha." in alpha and "data-schedule=" not in alpha
+    shop = (await admin.get("/ui/cron", params={"ns": "shop"})).text
+    assert 'data-schedule="reports/daily"' in shop and 'data-schedule="beats/tick"' not in shop
+    assert 'id="c-namespace" name="namespace" value="shop"' in shop
+
+
+async def test_the_every_namespace_view_shows_at_most_max_schedules(
+    admin: httpx.AsyncClient, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cron_page, "MAX_SCHEDULES", 2)
+    store = runtime.pools.get("default")
+    for ns, name in (("a", "one"), ("b", "two"), ("b", "three")):
+        await store.put_schedule(ns, Schedule(name, "q", None, 60, "UTC", b"x", 0, 1, 0, "one"))
+    every = (await admin.get("/ui/cron")).text
+    assert len(re.findall(r"data-schedule=", every)) == 2 and "Only the first 2 schedules are shown" in every
+    assert len(re.findall(r"data-schedule=", (await admin.get("/ui/cron", params={"ns": "b"})).text)) == 2
+
+
+_ONE_PLURAL = re.compile(r"\b1 (?:[a-z]+ )?(?:jobs|tokens|queues|groups|schedules|bytes|namespaces|minutes)\b")
+
+
+def assert_singular_for_one(page: str) -> None:
+    assert "(s)" not in page
+    found = _ONE_PLURAL.search(html.unescape(re.sub(r"<[^>]+>", "", page)))
+    assert found is None, found
+
+
+async def test_counts_of_one_are_singular(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    await runtime.tokens.create("default", "ns", "the only token")
+    await runtime.pushers.create("default", "ns", "hooks", Pusher(("other",), "http://127.0.0.1:9/hook", 1, 5))
+    await engine.put_schedule("ns", Schedule("daily", "q", "0 0 * * *", None, "UTC", b"\x00", 0, 1, 0, "one"))
+    job_id = (await engine.publish("ns", "q", NewJob(b"\x00"))).job_id
+    await engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=0, count=1)
+    await engine.bury("ns", "q", job_id, "boom")
+    overview = (await admin.get("/ui")).text
+    assert '<span class="n">1</span><span class="label">namespace</span>' in overview
+    assert '<span class="n">1</span><span class="label">queue</span>' in overview
+    assert "1 queue · 1 token<" in overview
+    dead = (await admin.get("/ui/deadletter/ns/q")).text
+    assert ">1 dead job<" in dead and "binary, 1 byte<" in dead
+    for path in ("/ui", "/ui/queue/ns/q", "/ui/deadletter/ns/q", "/ui/tokens", "/ui/pushers", "/ui/cron"):
+        assert_singular_for_one((await admin.get(path)).text)
+    token = await csrf_token(admin)
+    asked = await post(admin, "/ui/deadletter/ns/q/respawn", {"csrf": token})
+    assert "Moves the 1 dead job of ns/q" in asked.text
+    assert_singular_for_one(asked.text)
+    done = await post(admin, "/ui/deadletter/ns/q/respawn", {"csrf": token, "confirm": "yes", "count": "1"})
+    respawned = (await admin.get(done.headers["location"])).text
+    assert "1 dead job respawned." in respawned
+    asked = await post(admin, "/ui/queue/ns/q/destroy", {"csrf": token})
+    assert "Deletes the 1 ready job of ns/q" in asked.text
+    done = await post(admin, "/ui/queue/ns/q/destroy", {"csrf": token, "confirm": "yes"})
+    assert "Queue destroyed: 1 ready job deleted." in (await admin.get(done.headers["location"])).text
+    assert "Queue destroyed: 0 ready jobs deleted." in (await admin.get("/ui/queue/ns/q?done=destroyed&n=0")).text
+    for odd in ("\u00b2", "9" * 5000, "-1", "x"):  # a link says what it likes: never a 500
+        shown = await admin.get("/ui/queue/ns/q", params={"done": "destroyed", "n": odd})
+        assert shown.status_code == 200 and "Queue destroyed: ? ready jobs deleted." in shown.text
+    assert display.preview(b"\x00") == "binary, 1 byte: 00"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/ui/nothing"),
+        ("GET", "/ui/"),
+        ("GET", "/ui/queue/ns"),
+        ("GET", "/ui/queue/ns/q/more/segments"),
+        ("GET", "/ui/queue/ns/q/pause"),  # an action's path, not a page
+        ("GET", "/ui/static/nothing.js"),
+        ("POST", "/ui/nothing"),
+        ("DELETE", "/ui/tokens"),
+    ],
+)
+async def test_an_unknown_dashboard_path_is_the_dashboards_404_page(
+    admin: httpx.AsyncClient, method: str, path: str
+) -> None:
+    answer = await admin.request(method, path)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert '<a href="/ui">« overview</a>' in answer.text
+    assert re.search(r'id="error-message">No dashboard page here', answer.text)
+
+
+@pytest.mark.parametrize("path", ["/nothing", "/uix", "/token", "/version/more"])
+async def test_the_apis_unknown_paths_keep_their_json_404(admin: httpx.AsyncClient, path: str) -> None:
+    answer = await admin.get(path)
+    assert (answer.status_code, answer.json()) == (404, {"error": "api not found"})
+
+
+CRUMB = "\u203a"  # the breadcrumb's separator
+
+
+def crumbs(page: str) -> str:
+    found = re.search(r'<nav class="crumbs" aria-label="breadcrumb">(.*?)</nav>', page, re.S)
+    assert found is not None, page
+    return found.group(1)
+
+
+async def test_breadcrumbs_end_on_the_current_page_and_the_dead_letter_names_its_queue(
+    admin: httpx.AsyncClient,
+) -> None:
+    queue = (await admin.get("/ui/queue/shop/orders")).text
+    assert crumbs(queue).endswith(f' {CRUMB} <span aria-current="page">orders</span>')
+    assert "<title>shop/orders · lmstfy-py</title>" in queue
+    dead = (await admin.get("/ui/deadletter/shop/orders")).text
+    trail = crumbs(dead)
+    assert trail.endswith(f'>orders</a> {CRUMB} <span aria-current="page">dead letter</span>'), trail
+    assert "<title>Dead letter of shop/orders · lmstfy-py</title>" in dead
+    assert "<h1>Dead letter of <em>shop/orders</em></h1>" in dead
+
+
+async def test_a_page_shows_its_processs_counts_before_they_are_written(redis_url: str) -> None:
+    """No rate flush runs here: what the page shows of a publish is this process's own count."""
+    config = Config(pools={"default": PoolConfig("default", url=redis_url)})
+    runtime = await Runtime.start(config, run_pumps=False)
+    try:
+        async with client_for(create_admin_app(runtime)) as admin:
+            await runtime.pools.get("default").publish("ns", "q", NewJob(b"x"))
+            assert "last 60 minutes: 1 published" in (await admin.get("/ui/queue/ns/q")).text
+            assert 'data-queue="ns/q"' in (page := (await admin.get("/ui")).text)
+            assert "last 60 minutes: 1 published" in page
+            await runtime.rates.flush()
+            assert "last 60 minutes: 1 published" in (await admin.get("/ui/queue/ns/q")).text  # once, written
+    finally:
+        await runtime.stop()
+
+
+async def test_an_idle_process_writes_its_first_count_at_once(redis_url: str) -> None:
+    """The other processes' pages see a publish after a quiet spell within IDLE_CHECK_S, not FLUSH_EVERY_S."""
+    redis = Redis.from_url(redis_url)
+    store, reader = RateStore(redis, RateCounter()), RateStore(redis, RateCounter())
+    store.start()
+    try:
+        await asyncio.sleep(0.3)  # its first flush had nothing to write
+        store.counter.published("default", "ns", "q", [NewJob(b"")], None)
+        counted = time.monotonic()
+
+        async def shown() -> bool:
+            return sum((await reader.history("default")).of("ns", "q").published) == 1
+
+        await wait_for(shown, timeout=1.0)
+        assert time.monotonic() - counted < 1.0
+    finally:
+        await store.stop()
+        await redis.aclose()

@@ -16,10 +16,17 @@ from starlette.routing import BaseRoute
 
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web.dashboard import cron, deadletter, overview, pushers, queue, render, static, tokens
+from lmstfy_py.web.middleware import route
 
 PAGES = [overview, queue, deadletter, pushers, cron, tokens]
 NAV = [overview.NAV, pushers.NAV, cron.NAV, tokens.NAV]
-ROUTES: list[BaseRoute] = [route for module in [*PAGES, static] for route in module.ROUTES]
+# Last: what no page took under /ui/ is the dashboard's HTML 404, not the API's JSON one. Every
+# method, as the API answers a wrong method with its 404 too (web/errors.py).
+NOT_FOUND = [
+    route("/ui/{path:path}", method, render.not_found)
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+]
+ROUTES: list[BaseRoute] = [found for module in [*PAGES, static] for found in module.ROUTES] + NOT_FOUND
 render.TEMPLATES.globals["static_url"] = static.url
 
 

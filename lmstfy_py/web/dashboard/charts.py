@@ -1,8 +1,8 @@
 """Rate charts drawn as inline SVG on the server: no chart library, no script, nothing to fetch.
 
 Two lines per chart, jobs published and jobs consumed per minute, oldest minute at the left and
-the current (unfinished) minute at the right. Colours come from the stylesheet (classes `pub`,
-`con`), so the page's Content-Security-Policy needs no inline style.
+the current (unfinished) minute at the right, each minute a flat step (see `_path`). Colours come
+from the stylesheet (classes `pub`, `con`), so the page's Content-Security-Policy needs no inline style.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from lmstfy_py.admin.rates import Rates
+from lmstfy_py.web.dashboard.display import plural
 
 # A chart's drawing box (viewBox units). The SVG stretches to the box the stylesheet gives it
 # (preserveAspectRatio="none", strokes that do not scale); its labels are HTML around it, so they
@@ -28,17 +29,31 @@ def nice_ceiling(value: int) -> int:
         step *= 10
 
 
-def _points(values: list[int], top: int, box: tuple[float, float, float, float]) -> str:
+def _path(values: list[int], top: int, box: tuple[float, float, float, float]) -> str:
+    """An SVG path: each minute a flat segment at its count, across its own width.
+
+    A count is of a whole minute, not of an instant: a line from point to point made a lone busy
+    minute (the one publish of a new queue) a spike rising from the axis. Here it is a short
+    flat line at its height. Minutes with no job lie on the axis; consecutive busy minutes are
+    joined by a riser, but a busy minute and an idle one are not, so no line climbs from the axis.
+    """
     x0, y0, width, height = box
-    last = max(len(values) - 1, 1)
-    return " ".join(f"{x0 + width * i / last:.1f},{y0 + height - height * v / top:.1f}" for i, v in enumerate(values))
+    slots = max(len(values), 1)
+    drawn: list[str] = []
+    before: int | None = None
+    for i, value in enumerate(values):
+        y = y0 + height - height * value / top
+        joined = before is not None and (before > 0) == (value > 0)
+        drawn.append(f"{'L' if joined else 'M'}{x0 + width * i / slots:.1f},{y:.1f}H{x0 + width * (i + 1) / slots:.1f}")
+        before = value
+    return "".join(drawn)
 
 
 def summary(rates: Rates) -> str:
     """The chart in words, for screen readers and the tooltip."""
     minutes = len(rates.published)
     return (
-        f"last {minutes} minutes: {sum(rates.published):,} published, {sum(rates.consumed):,} consumed; "
+        f"last {plural(minutes, 'minute')}: {sum(rates.published):,} published, {sum(rates.consumed):,} consumed; "
         f"this minute: {rates.published[-1]:,} published, {rates.consumed[-1]:,} consumed"
     )
 
@@ -59,8 +74,8 @@ def rate_chart(rates: Rates, chart_id: str) -> Markup:
         f'<div class="y-axis" aria-hidden="true">{y_labels}</div>'
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" preserveAspectRatio="none" role="img" aria-label="{text}">'
         f"<title>{text}</title>{grid}"
-        f'<polyline class="con" points="{_points(rates.consumed, top, box)}"/>'
-        f'<polyline class="pub" points="{_points(rates.published, top, box)}"/></svg>'
+        f'<path class="con" d="{_path(rates.consumed, top, box)}"/>'
+        f'<path class="pub" d="{_path(rates.published, top, box)}"/></svg>'
         f'<div class="x-axis" aria-hidden="true">{x_labels}</div>'
         f'<figcaption class="meta">{text}</figcaption></figure>'
     )
@@ -73,8 +88,8 @@ def sparkline(rates: Rates) -> Markup:
     return Markup(
         f'<svg class="spark" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" role="img" '
         f'aria-label="{escape(summary(rates))}"><title>{escape(summary(rates))}</title>'
-        f'<polyline class="con" points="{_points(rates.consumed, top, box)}"/>'
-        f'<polyline class="pub" points="{_points(rates.published, top, box)}"/></svg>'
+        f'<path class="con" d="{_path(rates.consumed, top, box)}"/>'
+        f'<path class="pub" d="{_path(rates.published, top, box)}"/></svg>'
     )
 
 

@@ -1,8 +1,8 @@
-"""Recurring jobs (GET /ui/cron, SPEC section 9): a namespace's schedules with their next and last
-runs; create or replace one, delete one (after a confirmation). Through the JobStore, as the
-/api/{ns}/{queue}/cron and /cron/{ns} routes; the form is read by the API's own parser
-(schedule_from) and stored as the API stores it, so an error (a 400, or the 409 of a full namespace)
-is shown above the form as the API words it.
+"""Recurring jobs (GET /ui/cron, SPEC section 9): the schedules of every namespace, or of the one
+chosen (?ns=), with their next and last runs; create or replace one, delete one (after a
+confirmation). Through the JobStore, as the /api/{ns}/{queue}/cron and /cron/{ns} routes; the form
+is read by the API's own parser (schedule_from) and stored as the API stores it, so an error (a
+400, or the 409 of a full namespace) is shown above the form as the API words it.
 
 The job data is typed as text: sent as UTF-8, with its line ends as "\\n" (a browser sends a text
 area's as "\\r\\n"). A schedule whose data is binary is listed, but replacing its data needs the API.
@@ -10,6 +10,7 @@ area's as "\\r\\n"). A schedule whose data is binary is listed, but replacing it
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.datastructures import QueryParams
@@ -17,7 +18,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.schedules import Schedule, TooManySchedules
+from lmstfy_py.schedules import Schedule, ScheduleState, TooManySchedules
+from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
 from lmstfy_py.web.dashboard import display
 from lmstfy_py.web.dashboard.render import (
@@ -37,6 +39,9 @@ from lmstfy_py.web.schedules import check_name, schedule_from
 
 CRON = "/ui/cron"
 NAV = NavItem("Recurring", CRON)
+MAX_SCHEDULES = 500  # rows the every-namespace view reads and shows; choosing a namespace shows all of its own
+READ_AT_ONCE = 20  # namespaces whose schedules are read concurrently
+Group = tuple[str, list[ScheduleState]]  # a namespace and its schedules
 QUERY_FIELDS = ("cron", "every", "tz", "ttl", "tries", "priority", "catchup")  # as PUT .../cron/{name} takes them
 FORM_FIELDS = ("namespace", "queue", "name", *QUERY_FIELDS, "data")
 
@@ -47,23 +52,50 @@ async def _namespaces(request: Request) -> list[str]:
     return sorted(set(await store_of(request).namespaces()) | set(await runtime.tokens.namespaces(pool)))
 
 
-def _chosen(request: Request, namespaces: list[str]) -> str | None:
-    """The namespace shown: ?ns=, else the first one."""
+def _chosen(request: Request) -> str | None:
+    """The namespace asked for (?ns=); None: every namespace."""
     ns = request.query_params.get("ns")
     if ns:
         params.check_namespace(ns)
         return ns
-    return namespaces[0] if namespaces else None
+    return None
+
+
+async def _every_schedule(store: JobStore, namespaces: list[str]) -> tuple[list[Group], bool]:
+    """The schedules of every namespace holding any, by namespace, at most MAX_SCHEDULES; whether
+    some may be left out. READ_AT_ONCE namespaces are read at a time: most hold none."""
+    groups: list[Group] = []
+    room = MAX_SCHEDULES
+    for at in range(0, len(namespaces), READ_AT_ONCE):
+        batch = namespaces[at : at + READ_AT_ONCE]
+        for ns, states in zip(batch, await asyncio.gather(*(store.schedules(ns) for ns in batch)), strict=True):
+            if not states:
+                continue
+            if len(states) > room:
+                if room:
+                    groups.append((ns, states[:room]))
+                return groups, True
+            groups.append((ns, states))
+            room -= len(states)
+    return groups, False
 
 
 async def _render(request: Request, ns: str | None, form: dict[str, str], **more: Any) -> Response:
-    namespaces = await _namespaces(request)
-    ns = ns or _chosen(request, namespaces)
+    """One namespace's schedules (`ns`, or ?ns=), or, when none is chosen, those of every namespace:
+    the page a newcomer opens shows every schedule there is, not an empty first namespace."""
+    namespaces, store = await _namespaces(request), store_of(request)
+    ns = ns or _chosen(request)
     if ns and ns not in namespaces:
         namespaces.append(ns)
-    states = await store_of(request).schedules(ns) if ns else []
+    if ns:
+        groups, cut = [(ns, await store.schedules(ns))], False
+    else:
+        groups, cut = await _every_schedule(store, namespaces)
     status = more.pop("status", 200)
-    context = {"namespaces": namespaces, "ns": ns, "schedules": states, "form": {"namespace": ns or "", **form}}
+    # The form's namespace: the one shown, or the only one there is.
+    default_ns = ns or (namespaces[0] if len(namespaces) == 1 else "")
+    context: dict[str, Any] = {"namespaces": namespaces, "ns": ns, "groups": groups, "cut": cut}
+    context.update(max_schedules=MAX_SCHEDULES, form={"namespace": default_ns, **form})
     return await page(request, "cron.html", {**context, **more}, status=status)
 
 

@@ -63,7 +63,8 @@ async def respawn(request: Request) -> Response:
         return back_to(dead_path(ns, queue), pool, "respawned", 1)
     size = await store.dead_letter_size(ns, queue)
     if not confirmed(fields):
-        details = f"Moves the {size:,} dead job(s) of {ns}/{queue} back to ready, each with one try and a fresh ttl."
+        dead = display.plural(size, "dead job")
+        details = f"Moves the {dead} of {ns}/{queue} back to ready, each with one try and a fresh ttl."
         return await confirm(request, f"Respawn every dead job of {ns}/{queue}?", details, {"count": str(size)})
     count = await store.respawn(ns, queue, _confirmed_count(fields), ttl_ms)
     return back_to(dead_path(ns, queue), pool, "respawned", count)
@@ -78,7 +79,8 @@ async def delete(request: Request) -> Response:
         return back_to(dead_path(ns, queue), pool, "deleted", 1)
     size = await store.dead_letter_size(ns, queue)
     if not confirmed(fields):
-        details = f"Deletes the {size:,} dead job(s) of {ns}/{queue} with their data. This cannot be undone."
+        dead = display.plural(size, "dead job")
+        details = f"Deletes the {dead} of {ns}/{queue} with their data. This cannot be undone."
         return await confirm(request, f"Delete every dead job of {ns}/{queue}?", details, {"count": str(size)})
     count = await store.delete_dead(ns, queue, _confirmed_count(fields))
     return back_to(dead_path(ns, queue), pool, "deleted", count)

@@ -18,6 +18,16 @@ def count(value: int) -> str:
     return f"{value:,}"
 
 
+def noun(value: int, singular: str, plural_form: str = "") -> str:
+    """The noun that goes after a count: singular for exactly 1 ("1 job", "0 jobs", "2 jobs")."""
+    return singular if value == 1 else plural_form or singular + "s"
+
+
+def plural(value: int, singular: str, plural_form: str = "") -> str:
+    """A count and its noun: "1 dead job", "1,024 dead jobs"."""
+    return f"{count(value)} {noun(value, singular, plural_form)}"
+
+
 def when(ms: int | None) -> str:
     """A unix time in ms as UTC, to the second; a dash for none."""
     if ms is None:
@@ -88,6 +98,6 @@ def preview(body: bytes) -> str:
     shown = data(body)
     if shown.text is None:
         start = body[:PREVIEW_BYTES].hex(" ")
-        return f"binary, {len(body):,} bytes: {start}" + (" …" if len(body) > PREVIEW_BYTES else "")
+        return f"binary, {plural(len(body), 'byte')}: {start}" + (" …" if len(body) > PREVIEW_BYTES else "")
     line = " ".join(shown.text.split())
     return line[:PREVIEW_CHARS] + "…" if len(line) > PREVIEW_CHARS or shown.truncated else line

@@ -86,9 +86,8 @@ async def destroy(request: Request) -> Response:
     fields = await form_of(request)
     if not confirmed(fields):
         ready = (await store.stats(ns, queue)).ready
-        details = (
-            f"Deletes the {ready:,} ready job(s) of {ns}/{queue} with their data. Delayed, reserved and dead jobs stay."
-        )
+        jobs = display.plural(ready, "ready job")
+        details = f"Deletes the {jobs} of {ns}/{queue} with their data. Delayed, reserved and dead jobs stay."
         return await confirm(request, f"Destroy queue {ns}/{queue}?", details, {})
     dropped = await store.destroy(ns, queue)
     return back_to(queue_path(ns, queue), pool, "destroyed", dropped)

@@ -49,6 +49,8 @@ TEMPLATES = Environment(
 )
 TEMPLATES.filters.update(
     count=display.count,
+    plural=display.plural,  # {{ n|plural("dead job") }}: "1 dead job", "2 dead jobs"
+    noun=display.noun,  # {{ n|noun("queue") }}: the word alone, for a count shown apart
     when=display.when,
     ago=display.ago,
     short_token=display.short_token,
@@ -132,6 +134,12 @@ def error_page(message: str, status: int) -> Response:
     return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
 
+async def not_found(request: Request) -> Response:
+    """Any path under /ui that no page has, whatever the method: the dashboard's own 404 page (a
+    person followed a link or typed it), where the API's routes answer their JSON 404."""
+    return error_page("No dashboard page here: it may have moved, or the link is mistyped.", 404)
+
+
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
@@ -167,9 +175,9 @@ async def form_of(request: Request) -> dict[str, str]:
 NOTICES = {
     "paused": "Queue paused: nothing is delivered from it until it is resumed.",
     "resumed": "Queue resumed.",
-    "destroyed": "Queue destroyed: {n} ready job(s) deleted.",
-    "respawned": "{n} dead job(s) respawned.",
-    "deleted": "{n} dead job(s) deleted.",
+    "destroyed": "Queue destroyed: {n} ready {jobs} deleted.",
+    "respawned": "{n} dead {jobs} respawned.",
+    "deleted": "{n} dead {jobs} deleted.",
     "token_deleted": "Token deleted, with its limit.",
     "limit_set": "Limit saved.",
     "limit_deleted": "Limit deleted.",
@@ -188,7 +196,10 @@ def notice_of(request: Request) -> str | None:
     if text is None:
         return None
     n = request.query_params.get("n", "")
-    return text.format(n=n if n.isdigit() else "?")
+    # ASCII digits only, and short: int() refuses "²" and numbers of thousands of digits.
+    if not (n.isascii() and n.isdigit() and len(n) <= 18):
+        return text.format(n="?", jobs="jobs")
+    return text.format(n=display.count(int(n)), jobs=display.noun(int(n), "job"))
 
 
 def back_to(path: str, pool: str, done: str, n: int | None = None, **query: str) -> Response:

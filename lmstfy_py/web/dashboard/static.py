@@ -13,7 +13,7 @@ from importlib import resources
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lmstfy_py.errors import NotFound
+from lmstfy_py.web.dashboard.render import not_found
 from lmstfy_py.web.middleware import route
 
 TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
@@ -46,7 +46,7 @@ def url(name: str) -> str:
 async def asset(request: Request) -> Response:
     found = ASSETS.get(request.path_params["name"])
     if found is None:
-        raise NotFound("api not found")
+        return await not_found(request)
     headers = {"Cache-Control": "public, max-age=31536000, immutable", "X-Content-Type-Options": "nosniff"}
     return Response(found.content, media_type=found.media_type, headers=headers)
 

@@ -13,6 +13,7 @@ that dies and cannot be restarted stops the server: one such line and exit code 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -131,6 +132,7 @@ def serve(config_path: str | None, pid_file: str | None, show_version: bool, **f
 
     # From now on a SIGTERM unwinds like Ctrl-C, so the embedded Redis is always stopped.
     server.sigterm_interrupts()
+    say: Callable[[str], None] | None = None  # set once the server serves: it then says when it stopped
     try:
         config = _config(config_path, **flags)
         logs.setup(config.log)
@@ -141,7 +143,8 @@ def serve(config_path: str | None, pid_file: str | None, show_version: bool, **f
                 if config.server.skip_token_check:
                     warnings.append(SKIP_TOKEN_CHECK_WARNING)
                 _announce(config, server.startup_line(config, listeners, redis), warnings)
-                code = server.run(config, listeners)
+                say = functools.partial(_say, config)
+                code = server.run(config, listeners, announce=say)
         finally:
             listeners.close()
     except (ConfigError, EmbeddedRedisError, sockets.ListenError, logs.LogSetupError, PidFileError) as exc:
@@ -150,6 +153,8 @@ def serve(config_path: str | None, pid_file: str | None, show_version: bool, **f
         _fail(str(exc), RUNTIME_ERROR)
     except KeyboardInterrupt:
         code = 0  # a stop asked for before (or after) the event loop ran: not an error
+    if say is not None:  # once the embedded Redis and the pid file are gone too
+        say("lmstfy-py: stopped" if code == 0 else f"lmstfy-py: stopped with exit code {code}")
     sys.exit(code)
 
 
@@ -224,14 +229,17 @@ def _redis(config: Config, stop_server: Callable[[], None]) -> Iterator[tuple[Co
 def _announce(config: Config, line: str, warnings: Sequence[str | None]) -> None:
     """The start-up line and the warnings: printed on stderr, and logged when the log is elsewhere
     (LogDir) or in lmstfy's formats, so that error.log and JSON readers have them too."""
-    printed = config.log.format == "plain" or config.log.dir is not None
-    logged = config.log.format != "plain" or config.log.dir is not None
     for text, level in ((line, logging.INFO), *((w, logging.WARNING) for w in warnings if w)):
-        if printed:
-            prefix = "lmstfy-py: warning: " if level == logging.WARNING and not text.startswith("lmstfy-py") else ""
-            print(prefix + text, file=sys.stderr, flush=True)
-        if logged:
-            log.log(level, text.removeprefix("lmstfy-py: warning: "))
+        _say(config, text, level)
+
+
+def _say(config: Config, text: str, level: int = logging.INFO) -> None:
+    """One line of the server's own (start-up, warnings, stop) as _announce says them."""
+    if config.log.format == "plain" or config.log.dir is not None:
+        prefix = "lmstfy-py: warning: " if level == logging.WARNING and not text.startswith("lmstfy-py") else ""
+        print(prefix + text, file=sys.stderr, flush=True)
+    if config.log.format != "plain" or config.log.dir is not None:
+        log.log(level, text.removeprefix("lmstfy-py: warning: "))
 
 
 def _fail(message: str, code: int = USAGE_ERROR) -> NoReturn:

@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Coroutine, Iterable
@@ -58,6 +59,8 @@ STOP_SIGNALS = (
 )
 
 log = logging.getLogger(__name__)
+# Says one line of the server's own, in the configured log format (cli.py's _say).
+Announce = Callable[[str], None]
 
 
 def startup_line(config: Config, listeners: Listeners, redis: str) -> str:
@@ -66,6 +69,16 @@ def startup_line(config: Config, listeners: Listeners, redis: str) -> str:
         f"lmstfy-py {__version__}: data {url_of(listeners.data)}, admin {url_of(listeners.admin)}, "
         f"redis {redis}, {workers} worker{'s' if workers > 1 else ''} ({config.server.http_server})"
     )
+
+
+# Set by stop_from_another_thread: its SIGTERM is the server's own (the embedded Redis is lost),
+# which the stop line must not blame on someone outside.
+_stopping_itself = threading.Event()
+
+
+def stopping_line(sig: int) -> str:
+    cause = "" if _stopping_itself.is_set() else f"{signal.Signals(sig).name} received: "
+    return f"lmstfy-py: {cause}stopping, requests in flight get up to {GRACEFUL_TIMEOUT:g}s"
 
 
 def exposure_warning(config: Config, listeners: Listeners) -> str | None:
@@ -175,11 +188,17 @@ async def _until_stopped(servers: list[asyncio.Task[None]], shutdown: asyncio.Ev
             raise error
 
 
-async def _serve_until_signalled(config: Config, listeners: Listeners, worker: int) -> None:
+def _stop_asked(sig: signal.Signals, shutdown: asyncio.Event, announce: Announce | None) -> None:
+    if announce is not None and not shutdown.is_set():  # a second Ctrl-C is no news
+        announce(stopping_line(sig))
+    shutdown.set()
+
+
+async def _serve_until_signalled(config: Config, listeners: Listeners, worker: int, announce: Announce | None) -> None:
     shutdown = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, shutdown.set)
+        loop.add_signal_handler(sig, _stop_asked, sig, shutdown, announce)
     loop.add_signal_handler(signal.SIGUSR1, logs.reopen)
     try:
         await serve(config, listeners, shutdown, worker)
@@ -204,13 +223,13 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def run_worker(config: Config, listeners: Listeners, worker: int = 0) -> None:
-    """Serve in this process until SIGTERM or SIGINT (blocking).
+def run_worker(config: Config, listeners: Listeners, worker: int = 0, announce: Announce | None = None) -> None:
+    """Serve in this process until SIGTERM or SIGINT (blocking); `announce` says when a stop begins.
 
     A stop signal after the loop is done raises KeyboardInterrupt (see sigterm_interrupts).
     """
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-        runner.run(_serve_until_signalled(config, listeners, worker))
+        runner.run(_serve_until_signalled(config, listeners, worker, announce))
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -220,6 +239,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def stop_from_another_thread() -> None:
     """Stop this server gracefully, as a SIGTERM from outside would: the main thread takes it,
     whether it runs the event loop (one worker) or supervises workers."""
+    _stopping_itself.set()
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -239,20 +259,23 @@ def _reopen_logs(signum: int, frame: FrameType | None) -> None:
 # -- several worker processes ------------------------------------------------------------
 
 
-def run(config: Config, listeners: Listeners) -> int:
-    """Serve with config.server.workers processes until a stop signal; the exit code."""
+def run(config: Config, listeners: Listeners, announce: Announce | None = None) -> int:
+    """Serve with config.server.workers processes until a stop signal; the exit code.
+
+    `announce` says, once per server (not per worker), that a stop signal was taken.
+    """
     # Before any fork: every worker writes its metrics to this directory, and any one scrape merges them all.
     metrics_dir, owner = metrics.new_directory(), os.getpid()
     try:
         if config.server.workers == 1:
-            run_worker(config, listeners)
+            run_worker(config, listeners, announce=announce)
             return 0
-        return _supervise(config, listeners)
+        return _supervise(config, listeners, announce)
     finally:
         metrics.remove_directory(metrics_dir, owner)
 
 
-def _supervise(config: Config, listeners: Listeners) -> int:
+def _supervise(config: Config, listeners: Listeners, announce: Announce | None) -> int:
     # Signals are blocked and taken with sigtimedwait: no handler can interrupt a fork or a reap.
     watched = {*STOP_SIGNALS, signal.SIGCHLD, signal.SIGUSR1}
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
@@ -260,7 +283,7 @@ def _supervise(config: Config, listeners: Listeners) -> int:
     try:
         for index in range(config.server.workers):
             workers.add(_fork_worker(config, listeners, old_mask, index))
-        return _watch(workers, watched)
+        return _watch(workers, watched, announce)
     finally:
         _kill_all(workers, signal.SIGKILL)  # none are left unless we leave by an exception
         for pid in workers:
@@ -296,7 +319,7 @@ def _fork_worker(config: Config, listeners: Listeners, mask: Iterable[int], inde
         os._exit(code)
 
 
-def _watch(workers: set[int], watched: set[signal.Signals]) -> int:
+def _watch(workers: set[int], watched: set[signal.Signals], announce: Announce | None) -> int:
     """Wait for a stop signal or a worker's death, stop every worker (bounded); the exit code."""
     deadline: float | None = None
     failed = False
@@ -307,6 +330,8 @@ def _watch(workers: set[int], watched: set[signal.Signals]) -> int:
             _kill_all(workers, signal.SIGUSR1)
         # The stop signal first: a Ctrl-C reaches the workers too, and they may exit before we look.
         if deadline is None and received is not None and received.si_signo in STOP_SIGNALS:
+            if announce is not None:
+                announce(stopping_line(received.si_signo))
             deadline = _stop_all(workers)
         for pid, code in _reap(workers).items():
             # Before a stop was asked for, any exit is a failure, even a clean one.

@@ -8,6 +8,7 @@ admin accounts configured, serves the basic-auth tests.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -310,7 +312,7 @@ def test_namespace_delete_asks_first_then_deletes_tokens_and_with_purge_jobs(ser
     confirmed = run(server.admin_url, "namespace-delete", ns, stdin="y\n")
     assert confirmed.returncode == 0
     assert confirmed.stderr.startswith(f"Delete namespace {ns} of pool default with its tokens and limits?")
-    assert confirmed.stdout == f"deleted namespace {ns}: 1 tokens, 0 limits, 0 jobs\n"
+    assert confirmed.stdout == f"deleted namespace {ns}: 1 token, 0 limits, 0 jobs\n"
     assert ok(run(server.admin_url, "list", ns)) == "no tokens\n"
     assert ready_size(server, ns, "q") == 1  # without --purge the jobs stay
 
@@ -342,14 +344,18 @@ def test_deadletter_peek_json_is_the_servers_answer(server: Server, dead: DeadJo
 
 def test_deadletter_respawn_and_delete(server: Server, dead: DeadJobs) -> None:
     out = ok(run(server.admin_url, "deadletter-respawn", dead.ns, "rescue"))
-    assert out == f"respawned 1 jobs of {dead.ns}/rescue\n"
+    assert out == f"respawned 1 job of {dead.ns}/rescue\n"
     assert ready_size(server, dead.ns, "rescue") == 1
     args = ["--json", "deadletter-respawn", dead.ns, "rescue", "--ttl", "60", "--pool", "default"]
     assert json.loads(ok(run(server.admin_url, *args))) == {"msg": "respawned", "count": 1}
     assert ready_size(server, dead.ns, "rescue") == 2
+    # One of a thing is singular: 1 dead job left.
+    assert lines(ok(run(server.admin_url, "deadletter-peek", dead.ns, "rescue")))[0].startswith(
+        f"{dead.ns}/rescue: 1 dead job, oldest "
+    )
 
     out = ok(run(server.admin_url, "deadletter-delete", dead.ns, "rescue", "--limit", "5"))
-    assert out == f"deleted 1 dead jobs of {dead.ns}/rescue\n"
+    assert out == f"deleted 1 dead job of {dead.ns}/rescue\n"
     assert deadletter_size(server, dead.ns, "rescue") == 0
     assert json.loads(ok(run(server.admin_url, "--json", "deadletter-delete", dead.ns, "rescue"))) == {
         "msg": "deleted",
@@ -368,6 +374,8 @@ def test_deadletter_jobs_pages_with_reasons_and_one_job_is_respawned_or_deleted(
     assert page[0].split() == ["JOB_ID", "ATTEMPTS", "DIED", "LAST_ERROR", "DATA"]
     assert [line.split()[0] for line in page[1:3]] == ["first", "second"]
     assert "ttr passed with no tries left" in page[1] and page[1].endswith("first")
+    # When it died, with its offset: not to be read as another zone's time.
+    assert re.search(r" \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ", page[1]), page[1]
     assert page[3] == "more: --after second"
     rest = json.loads(ok(run(server.admin_url, "--json", "deadletter-jobs", ns, "q", "--after", "second")))
     assert [job["job_id"] for job in rest["jobs"]] == ["third"] and rest["next"] is None
@@ -470,6 +478,31 @@ def test_cron_list_shows_a_namespaces_schedules_and_cron_delete_deletes_one(serv
     assert [s["name"] for s in json.loads(ok(run(server.admin_url, "--json", "cron-list", ns)))["schedules"]] == [
         "beat"
     ]
+
+
+def test_cron_list_times_carry_their_zone_whatever_the_machines_zone(server: Server) -> None:
+    """NEXT and LAST are in the schedule's own tz, with its offset: a TZ far from UTC changes nothing."""
+    ns = "cli-cron-zones"
+    token = create_token(server, ns)
+    for name, query in (("tokyo", {"cron": "@daily", "tz": "Asia/Tokyo"}), ("tick", {"every": 1})):
+        url = f"{server.data_url}/api/{ns}/q/cron/{name}"
+        assert httpx.put(url, params={"token": token, **query}, content=b"x").status_code == 201
+    assert wait_until(lambda: ready_size(server, ns, "q") > 0, timeout=DEAD_TIMEOUT)  # tick ran: it has a LAST
+
+    far = {"TZ": "Pacific/Kiritimati"}  # UTC+14
+    table = ok(run(server.admin_url, "cron-list", ns, env=far))
+    schedules = {s["name"]: s for s in json.loads(ok(run(server.admin_url, "--json", "cron-list", ns)))["schedules"]}
+    tokyo = dt.datetime.fromtimestamp(schedules["tokyo"]["next_ms"] / 1000, ZoneInfo("Asia/Tokyo"))
+    assert [cells for cells in (line.split() for line in lines(table)) if cells[1] == "tokyo"] == [
+        ["q", "tokyo", "0", "0", "*", "*", "*", "Asia/Tokyo", tokyo.isoformat(timespec="seconds"), "-", "-"]
+    ]
+    assert tokyo.isoformat(timespec="seconds").endswith("T00:00:00+09:00")
+    tick = next(cells for cells in (line.split() for line in lines(table)) if cells[1] == "tick")
+    assert tick[:5] == ["q", "tick", "every", "1s", "UTC"]
+    for shown in tick[5:7]:  # NEXT, LAST: UTC, said so
+        assert shown.endswith("+00:00"), table
+        stamp = dt.datetime.fromisoformat(shown).timestamp()
+        assert abs(stamp - time.time()) < 60, table
 
 
 def test_accesslog_reads_and_switches(server: Server) -> None:

@@ -3,11 +3,14 @@
 POST /accesslog on any worker of any instance stores the new state with a bumped version (one
 script); every process polls the version every POLL_S and applies a change it has not seen,
 so a switch reaches the whole server within about POLL_S. A process starts with its own config
-(`access_log`, `--access-log`): only changes made after it started override that.
+(`access_log`, `--access-log`): only changes made after it started override that. GET /accesslog
+reads the stored switch (`current`) rather than waiting for the poll: right after a POST on one
+worker, a GET landing on another must not answer the old state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -29,12 +32,21 @@ class Switch:
         self.on = initially
         self._version: int | None = None  # the last version seen; None until the first poll
         self._set = admin_script("switch_set")
+        # A poll, a read and a set each read-then-apply across an await: one at a time, so that an
+        # older version read by one never overwrites a newer one applied by another.
+        self._lock = asyncio.Lock()
         self._loop = tasks.Loop("switch", self._poll, name)
 
     async def set(self, on: bool) -> None:
         """Switches it here at once, and everywhere within POLL_S."""
-        self.on = on
-        self._version = int(await self._set(self.redis, (self.key,), ("1" if on else "0",)))
+        async with self._lock:
+            self.on = on
+            self._version = int(await self._set(self.redis, (self.key,), ("1" if on else "0",)))
+
+    async def current(self) -> bool:
+        """The switch as stored now (a change since this process started), else this process's own."""
+        await self._refresh()
+        return self.on
 
     def start(self) -> None:
         self._loop.start()
@@ -43,12 +55,16 @@ class Switch:
         await self._loop.stop()
 
     async def _poll(self) -> float:
-        state, version = await self.redis.hmget(self.key, "state", "version")
-        seen = int(version or 0)
-        if self._version is not None and seen != self._version and state is not None:
-            self.on = state == b"1"
-        self._version = seen
+        await self._refresh()
         return POLL_S
+
+    async def _refresh(self) -> None:
+        async with self._lock:
+            state, version = await self.redis.hmget(self.key, "state", "version")
+            seen = int(version or 0)
+            if self._version is not None and seen != self._version and state is not None:
+                self.on = state == b"1"
+            self._version = seen
 
 
 def access_log(redis: Any, initially: bool) -> Switch:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from lmstfy_py.token_cli.app import Cli, pool_option, token
-from lmstfy_py.token_cli.render import path, render_dead_page, render_deadletter
+from lmstfy_py.token_cli.render import counted, path, render_dead_page, render_deadletter
 
 
 @token.command("deadletter-peek")
@@ -39,7 +39,7 @@ def deadletter_respawn(cli: Cli, ns: str, queue: str, limit: int, ttl: int, pool
     The oldest --limit dead jobs become ready again, with one try and a ttl of --ttl seconds.
     """
     answer = cli.client.call("PUT", path("deadletter", ns, queue), {"pool": pool, "limit": limit, "ttl": ttl})
-    cli.show(answer, lambda got: f"respawned {got['count']} jobs of {ns}/{queue}")
+    cli.show(answer, lambda got: f"respawned {counted(got['count'], 'job')} of {ns}/{queue}")
 
 
 @token.command("deadletter-delete")
@@ -51,7 +51,7 @@ def deadletter_respawn(cli: Cli, ns: str, queue: str, limit: int, ttl: int, pool
 def deadletter_delete(cli: Cli, ns: str, queue: str, limit: int, pool: str | None) -> None:
     """Delete dead jobs of NS/QUEUE for good."""
     answer = cli.client.call("DELETE", path("deadletter", ns, queue), {"pool": pool, "limit": limit})
-    cli.show(answer, lambda got: f"deleted {got['count']} dead jobs of {ns}/{queue}")
+    cli.show(answer, lambda got: f"deleted {counted(got['count'], 'dead job')} of {ns}/{queue}")
 
 
 @token.command("deadletter-jobs")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import time
+import datetime as dt
 import urllib.parse
+import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,11 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str) 
     return "\n".join(line.rstrip() for line in lines)
 
 
+def counted(number: object, noun: str) -> str:
+    """A count and its noun, "1 job" or "2 jobs": an "s" makes the plural of every noun token-cli counts."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def fields(values: Mapping[str, object]) -> str:
     width = max((len(key) for key in values), default=0)
     return "\n".join(f"{key.ljust(width)}  {value}" for key, value in values.items())
@@ -55,7 +61,7 @@ def preview(data_b64: str) -> str:
     try:
         text = raw.decode()
     except UnicodeDecodeError:
-        return f"<{len(raw)} bytes, binary>"
+        return f"<{counted(len(raw), 'byte')}, binary>"
     shown = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
     return shown if len(shown) <= PREVIEW_CHARS else shown[: PREVIEW_CHARS - 3] + "..."
 
@@ -97,7 +103,8 @@ def render_namespaces(answer: Mapping[str, Any]) -> str:
 
 
 def render_namespace_deleted(answer: Mapping[str, Any]) -> str:
-    counts = f"{answer['tokens_deleted']} tokens, {answer['limits_deleted']} limits, {answer['jobs_deleted']} jobs"
+    tokens, limits = counted(answer["tokens_deleted"], "token"), counted(answer["limits_deleted"], "limit")
+    counts = f"{tokens}, {limits}, {counted(answer['jobs_deleted'], 'job')}"
     return f"deleted namespace {answer['namespace']}: {counts}"
 
 
@@ -112,7 +119,7 @@ def render_limits(answer: Sequence[Mapping[str, Any]]) -> str:
 
 
 def render_deadletter(answer: Mapping[str, Any]) -> str:
-    head = f"{answer['namespace']}/{answer['queue']}: {answer['deadletter_size']} dead jobs"
+    head = f"{answer['namespace']}/{answer['queue']}: {counted(answer['deadletter_size'], 'dead job')}"
     if answer.get("deadletter_head"):
         head += f", oldest {answer['deadletter_head']}"
     rows = [_dead_job_row(job) for job in answer.get("jobs", [])]
@@ -138,8 +145,24 @@ def render_dead_page(answer: Mapping[str, Any]) -> str:
 
 
 def moment(ms: int | None) -> str:
-    """A time (ms) as local date and time; "-" for none."""
-    return "-" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
+    """A time (ms) as this machine's local date and time with its offset ("2024-05-02T09:00:00+02:00"),
+    so that it is not read as another zone's; "-" for none."""
+    return "-" if ms is None else dt.datetime.fromtimestamp(ms / 1000).astimezone().isoformat(timespec="seconds")
+
+
+def zoned(ms: int | None, tz: str) -> str:
+    """A time (ms) in the zone `tz`, offset included ("2024-05-02T09:00:00+09:00"); "-" for none.
+
+    A schedule's times in its own zone read like its cron, and the offset keeps them from being
+    read as the machine's local time. A zone this machine does not know: UTC, said so all the same.
+    """
+    if ms is None:
+        return "-"
+    try:
+        zone: dt.tzinfo = zoneinfo.ZoneInfo(tz)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        zone = dt.UTC
+    return dt.datetime.fromtimestamp(ms / 1000, zone).isoformat(timespec="seconds")
 
 
 def render_pushers(answer: Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]) -> str:
@@ -184,8 +207,8 @@ def render_schedules(answer: Mapping[str, Sequence[Mapping[str, Any]]], queue: s
             s["name"],
             s["cron"] if s["cron"] is not None else f"every {s['every']}s",
             s["tz"],
-            moment(s["next_ms"]),
-            moment(s["last_ms"]),
+            zoned(s["next_ms"], s["tz"]),
+            zoned(s["last_ms"], s["tz"]),
             s["last_job_id"] or "-",
         ]
         for s in answer["schedules"]

@@ -14,7 +14,8 @@ from lmstfy_py.token_cli.render import path, render_schedules
 @pool_option
 @click.pass_obj
 def cron_list(cli: Cli, ns: str, queue: str | None, pool: str | None) -> None:
-    """List the recurring jobs of NS (of its QUEUE only, when given), with their next and last runs."""
+    """List the recurring jobs of NS (of its QUEUE only, when given), with their next and last runs
+    (in the schedule's own time zone, its UTC offset shown)."""
     answer = cli.client.call("GET", path("cron", ns), {"pool": pool})
     cli.show(answer, lambda got: render_schedules(got, queue))
 

@@ -7,8 +7,9 @@ code, req_id, plus namespace and queue) in logrus's text or JSON. This is the on
 hypercorn's own stays off, so the switch is the single source of truth, and a server with the
 log off pays one attribute read per request.
 
-The switch lives in the process: with `--workers N`, a POST /accesslog reaches the one worker
-that answered it. Set `access_log` in the config (or `--access-log`) to log on every worker.
+A POST /accesslog on any worker is stored in the admin Redis and reaches every worker of every
+instance within a second (admin/switches.py); a GET answers the stored switch. `access_log` in
+the config (or `--access-log`) is where each process starts.
 """
 
 from __future__ import annotations

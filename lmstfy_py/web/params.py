@@ -131,10 +131,12 @@ def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
         raise InvalidParameter("tries shouldn't be zero")
     job_ids = business_ids(query)
     unique_for_ms = seconds(query, "unique_for", 0) * 1000
+    priority = uint(query, "priority", 0, MAX_PRIORITY)
+    chosen_backoff = backoff(query)
+    # Our own rules between values come after every value's form (lmstfy's ttl/delay one stays where lmstfy has it).
     if unique_for_ms and not job_ids:
         raise InvalidParameter("unique_for needs a job_id: an id made by the server is never reused")
-    priority = uint(query, "priority", 0, MAX_PRIORITY)
-    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, backoff(query))
+    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, chosen_backoff)
 
 
 def business_ids(query: QueryParams) -> tuple[str, ...]:
@@ -149,15 +151,19 @@ def business_ids(query: QueryParams) -> tuple[str, ...]:
 
 
 def backoff(query: QueryParams) -> Backoff | None:
-    """`backoff=fixed|exponential` with `backoff_ms` (base) and `backoff_max_ms`; None for fixed."""
+    """`backoff=fixed|exponential` with `backoff_ms` (base) and `backoff_max_ms`; None for fixed.
+
+    Each value's form is checked before the rules between them: `backoff_max_ms=abc` alone is
+    "invalid backoff_max_ms", not "needs backoff=exponential".
+    """
     policy = choice(query, "backoff", BACKOFF_POLICIES, default="fixed")
-    given = [name for name in ("backoff_ms", "backoff_max_ms") if _first(query, name) is not None]
+    base = uint(query, "backoff_ms", DEFAULT_BACKOFF.base_ms, UINT32_MAX, minimum=1)
+    most = uint(query, "backoff_max_ms", DEFAULT_BACKOFF.max_ms, UINT32_MAX, minimum=1)
     if policy == "fixed":
+        given = [name for name in ("backoff_ms", "backoff_max_ms") if _first(query, name) is not None]
         if given:
             raise InvalidParameter(f"{given[0]} needs backoff=exponential")
         return None
-    base = uint(query, "backoff_ms", DEFAULT_BACKOFF.base_ms, UINT32_MAX, minimum=1)
-    most = uint(query, "backoff_max_ms", DEFAULT_BACKOFF.max_ms, UINT32_MAX, minimum=1)
     if most < base:
         raise InvalidParameter("backoff_max_ms is smaller than backoff_ms")
     return Backoff(base, most)

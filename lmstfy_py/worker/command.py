@@ -82,7 +82,11 @@ def worker(
     metrics_port: int | None,
     log_level: str,
 ) -> None:
-    """Run HANDLER (a function or coroutine function of one job) for every job of the queues."""
+    """Run MODULE:CALLABLE (a function or coroutine function of one job) for every job of the queues.
+
+    MODULE is imported as `python -m` would (the current directory is importable); CALLABLE may be
+    dotted (module:obj.method).
+    """
     from lmstfy_py.client import LmstfyError
     from lmstfy_py.worker.handlers import HandlerNotFound, load_handler
     from lmstfy_py.worker.runner import Worker

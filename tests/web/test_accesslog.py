@@ -175,3 +175,13 @@ def test_the_switch_reaches_every_worker_of_every_instance_within_a_second(tmp_p
     assert all(f"/api/ns/first-{i}/size 200" in first_log for i in range(20)), first_log
     assert all(f"/api/ns/second-{i}/size 200" in second_log for i in range(20)), second_log
     assert "/later-" not in first_log, first_log
+
+
+def test_the_status_right_after_a_switch_is_the_switch_on_every_worker(tmp_path: Path, redis_url: str) -> None:
+    """`token-cli accesslog enable` then `token-cli accesslog` at once: the status must not lag a poll behind."""
+    with running_server(tmp_path, redis_url, "--workers", "2") as server:
+        for _ in range(10):
+            for status, answer in (("enable", "enabled"), ("disable", "disabled")):
+                # A connection each: the kernel spreads them over both workers.
+                assert httpx.post(f"{server.admin_url}/accesslog?status={status}").json() == {"status": answer}
+                assert httpx.get(f"{server.admin_url}/accesslog").json() == {"status": answer}

@@ -206,3 +206,13 @@ def test_a_token_the_server_refuses_stops_the_worker_with_exit_code_1(
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert stderr.strip().endswith("lmstfy-py worker: error: 401 invalid token"), stderr
+
+
+def test_help_names_the_handler_as_its_usage_line_does() -> None:
+    """One name for the one argument: the usage line's MODULE:CALLABLE, in the text and the command list too."""
+    command = [sys.executable, "-m", "lmstfy_py.cli"]
+    shown = subprocess.run([*command, "worker", "--help"], capture_output=True, text=True, timeout=30, check=True)
+    assert "worker [OPTIONS] MODULE:CALLABLE\n" in shown.stdout  # the usage line
+    assert "Run MODULE:CALLABLE (" in " ".join(shown.stdout.split())
+    listed = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=30, check=True)
+    assert "HANDLER" not in shown.stdout and "HANDLER" not in listed.stdout

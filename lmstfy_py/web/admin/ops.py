@@ -159,7 +159,9 @@ def _access_log_json(enabled: bool) -> Response:
 
 
 async def get_access_log(request: Request) -> Response:
-    return _access_log_json(runtime_of(request).access_log)
+    # The stored switch, not this process's copy: a POST just answered by another worker has not reached it yet.
+    switch = runtime_of(request).access_log_switch
+    return _access_log_json(await switch.current() if switch else runtime_of(request).access_log)
 
 
 async def set_access_log(request: Request) -> Response:

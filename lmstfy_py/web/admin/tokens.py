@@ -21,6 +21,9 @@ async def list_tokens(request: Request) -> Response:
 
 
 async def create_token(request: Request) -> Response:
+    # Differs from lmstfy, which checks the description first: a bad name is the truer answer,
+    # and no description would make a token of it.
+    ns = namespace_of(request)
     body = await params.read_body(request)
     form = params.form_values(body, request.headers.get("content-type", ""), request.query_params)
     description, user_token = form.get("description", ""), form.get("token", "")
@@ -28,7 +31,6 @@ async def create_token(request: Request) -> Response:
         raise InvalidParameter("invalid description")
     if user_token and len(user_token) < MIN_USER_TOKEN_LEN:
         raise InvalidParameter("the user token was too short")
-    ns = namespace_of(request)
     pool, token = pool_of(request), user_token or None
     # lmstfy takes "pool:token" only with exactly one ':'; anything else is all token.
     if user_token.count(":") == 1:

@@ -239,7 +239,8 @@ def _say(config: Config, text: str, level: int = logging.INFO) -> None:
         prefix = "lmstfy-py: warning: " if level == logging.WARNING and not text.startswith("lmstfy-py") else ""
         print(prefix + text, file=sys.stderr, flush=True)
     if config.log.format != "plain" or config.log.dir is not None:
-        log.log(level, text.removeprefix("lmstfy-py: warning: "))
+        # stacklevel: lmstfy's -bt names the function that said the line (_announce, the stop's), not this helper.
+        log.log(level, text.removeprefix("lmstfy-py: warning: "), stacklevel=2)
 
 
 def _fail(message: str, code: int = USAGE_ERROR) -> NoReturn:

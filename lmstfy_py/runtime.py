@@ -104,7 +104,8 @@ class Runtime:
         await stack.enter_async_context(limits)
         switch = await stack.enter_async_context(switches.access_log(admin, config.server.access_log))
         engines = pools.engines()
-        rates, push = RateStore(admin, counter), PushManager(pools, pushers, config.push)  # told of every change
+        rates = RateStore(admin, counter)
+        push = PushManager(pools, pushers, config.push)  # told of every configuration change
         runtime = cls(
             config,
             pools,

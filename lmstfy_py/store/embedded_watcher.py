@@ -51,7 +51,8 @@ class RedisLostError(RuntimeError):
 
 
 class RedisWatcher:
-    """`start()` after the Redis started, `stop()` instead of stopping the Redis yourself."""
+    """`start()` (or enter it) after the Redis started, `stop()` (or leave it) instead of stopping
+    the Redis yourself."""
 
     def __init__(
         self,

@@ -212,16 +212,13 @@ def _redis(config: Config, stop_server: Callable[[], None]) -> Iterator[tuple[Co
     embedded = EmbeddedRedis(config.server.data_dir, fsync=config.server.fsync)
     url = embedded.start_sync()
     # The Redis dies with the thread that forked it (see store/embedded.py): this one was forked
-    # by the main thread, restarts are by the watcher's; both live until watcher.stop().
-    watcher = RedisWatcher(embedded, stop_server, hang_s=config.server.redis_hang_timeout)
-    watcher.start()
-    try:
-        yield config.with_embedded(url), f"embedded in {embedded.data_dir} (fsync {embedded.fsync})"
-    except KeyboardInterrupt:
-        if watcher.failure is None:
-            raise
-    finally:
-        watcher.stop()
+    # by the main thread, restarts are by the watcher's; both live until the watcher is left.
+    with RedisWatcher(embedded, stop_server, hang_s=config.server.redis_hang_timeout) as watcher:
+        try:
+            yield config.with_embedded(url), f"embedded in {embedded.data_dir} (fsync {embedded.fsync})"
+        except KeyboardInterrupt:
+            if watcher.failure is None:
+                raise
     if watcher.failure is not None:
         raise RedisLostError(watcher.failure)
 

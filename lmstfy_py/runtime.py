@@ -1,14 +1,17 @@
 """Everything one server process holds while it runs: pools, the admin stores, background loops.
 
 Built once from the Config and handed to the web apps explicitly (no module globals), so tests
-can build as many as they need. `start` is the one place where the parts are wired together.
+can build as many as they need. `_open` is the one place where the parts are wired together: it
+enters each on one AsyncExitStack in dependency order (the pools first), so leaving it stops them
+in the reverse order, and every field of the Runtime it builds is set from the start.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from lmstfy_py import metrics
 from lmstfy_py.admin import switches
@@ -26,19 +29,12 @@ from lmstfy_py.store.observers import Observers
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
+from lmstfy_py.tasks import Background
 
 log = logging.getLogger(__name__)
 
 
-class Background(Protocol):
-    """A part that runs tasks.Loops of its own between start and stop."""
-
-    def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-@dataclass
+@dataclass(frozen=True)
 class Runtime:
     config: Config
     pools: Pools
@@ -46,76 +42,115 @@ class Runtime:
     limits: LimitStore
     pushers: PusherStore  # the configurations; the admin API changes them
     rates: RateStore  # publish and consume counts per queue and minute, for the dashboard
-    pumps: list[Pump] = field(default_factory=list)
-    schedulers: list[Scheduler] = field(default_factory=list)  # fire the recurring jobs
-    health: list[Health] = field(default_factory=list)  # one check per pool; they log outages
-    collector: metrics.Collector | None = None  # refreshes the size and Redis gauges
-    flusher: metrics.Flusher | None = None  # writes the counts of this process to the metrics files
-    push: PushManager | None = None  # runs this process's push groups
     # Switched at run time by POST /accesslog on any process (admin/switches.py).
-    access_log_switch: Switch | None = None
-    background: list[Background] = field(default_factory=list)  # started in order, stopped in reverse
+    access_log_switch: Switch
+    # The parts below run only with `run_pumps` (tests of the web layer alone go without): without,
+    # the lists are empty and the three parts exist but were never started.
+    collector: metrics.Collector  # refreshes the size and Redis gauges
+    flusher: metrics.Flusher  # writes the counts of this process to the metrics files
+    push: PushManager  # runs this process's push groups
+    pumps: list[Pump]
+    schedulers: list[Scheduler]  # fire the recurring jobs
+    health: list[Health]  # one check per pool; they log outages
+    _stack: contextlib.AsyncExitStack = field(repr=False, compare=False)  # what stop() leaves
 
     @property
     def access_log(self) -> bool:
-        return self.access_log_switch.on if self.access_log_switch else self.config.server.access_log
+        return self.access_log_switch.on
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, config: Config, run_pumps: bool = True) -> AsyncIterator[Runtime]:
+        """The started Runtime, stopped when the block is left (see `start`)."""
+        runtime = await cls.start(config, run_pumps)
+        try:
+            yield runtime
+        finally:
+            await runtime.stop()
 
     @classmethod
     async def start(cls, config: Config, run_pumps: bool = True) -> Runtime:
         """Connects the pools; with `run_pumps` also starts the background loops (timer pumps,
-        schedulers, health checks, metrics collector, rate flush, pushers), which tests of the web layer
-        alone go without."""
+        schedulers, health checks, metrics collector, rate flush, pushers). `stop()` ends what it
+        started, also what a start that failed half-way had started."""
+        stack = contextlib.AsyncExitStack()
+        try:
+            return await cls._open(config, run_pumps, stack)
+        except BaseException:
+            await stack.aclose()
+            raise
+
+    @classmethod
+    async def _open(cls, config: Config, run_pumps: bool, stack: contextlib.AsyncExitStack) -> Runtime:
+        # Left last: what was counted since the flusher's last turn (or with no flusher at all).
+        stack.callback(metrics.flush)
         # The wiring, in one place: every engine is counted by the metrics and the rate counter and
         # tells its pool's timer pump of the timers it adds; every Redis command is counted by the metrics.
         timers = {name: TimerSignal() for name in config.pools}
         counter = RateCounter()
         observers = Observers(metrics.EngineMetrics(), counter)
-        pools = Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
+        pools = await stack.enter_async_context(
+            Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
+        )
         lmstfy_formats = await pools.serve_lmstfy_layouts(config.pools)
         # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
         # while it migrates).
         admin = pools.own(config.admin_pool).redis
         names = pools.names()
-        stores = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
-        runtime = cls(config, pools, *stores, RateStore(admin, counter))
-        lmstfy_admin = _LmstfyAdmin(runtime.tokens, runtime.limits)
+        tokens, limits, pushers = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
+        lmstfy_admin = _LmstfyAdmin(tokens, limits)
         if lmstfy_formats and not pools.lmstfy_unsure:
             await lmstfy_admin.adopt()
-        await runtime.limits.start()
-        runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
-        runtime.access_log_switch.start()
+        await stack.enter_async_context(limits)
+        switch = await stack.enter_async_context(switches.access_log(admin, config.server.access_log))
+        engines = pools.engines()
+        rates = RateStore(admin, counter)
+        push = PushManager(pools, pushers, config.push)  # told of every configuration change
+        runtime = cls(
+            config,
+            pools,
+            tokens,
+            limits,
+            pushers,
+            rates,
+            switch,
+            collector=metrics.Collector(pools),
+            flusher=metrics.Flusher(),
+            push=push,
+            pumps=[Pump(engine, timers[engine.pool]) for engine in engines] if run_pumps else [],
+            schedulers=[Scheduler(engine) for engine in engines] if run_pumps else [],
+            health=[Health(engine) for engine in engines] if run_pumps else [],
+            _stack=stack,
+        )
         if run_pumps:
-            runtime.collector = metrics.Collector(pools)
-            runtime.flusher = metrics.Flusher()
-            runtime.health = [Health(engine) for engine in pools.engines()]
-            runtime.pumps = [Pump(engine, timers[engine.pool]) for engine in pools.engines()]
-            runtime.schedulers = [Scheduler(engine) for engine in pools.engines()]
-            runtime.push = PushManager(pools, runtime.pushers, config.push)  # told of every configuration change
-            await runtime.push.start()
-            runtime.background = [runtime.flusher, runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
+            await stack.enter_async_context(push)
             movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
-            runtime.background += [*runtime.schedulers, *movers, runtime.pushers]
-            for part in runtime.background:
-                part.start()
+            for part in runtime._background(movers):
+                await stack.enter_async_context(part)
         return runtime
+
+    def _background(self, movers: list[LmstfyMover]) -> list[Background]:
+        """The loops, in the order they start (and the reverse of their stop)."""
+        return [
+            self.flusher,
+            self.collector,
+            self.rates,
+            *self.health,
+            *self.pumps,
+            *self.schedulers,
+            *movers,
+            self.pushers,
+        ]
 
     async def stop_waiting(self) -> None:
         """Answers every waiting long-poll now and stops pushing; the first step of a graceful stop."""
-        if self.push is not None:
-            await self.push.stop()  # its long-polls would otherwise start again at once
+        await self.push.stop()  # its long-polls would otherwise start again at once
         for engine in self.pools.engines():
             await engine.stop_waiting()
 
     async def stop(self) -> None:
-        await self.limits.stop()
-        if self.access_log_switch is not None:
-            await self.access_log_switch.stop()
-        for part in reversed(self.background):
-            await part.stop()
-        if self.push is not None:
-            await self.push.stop()
-        await self.pools.close()
-        metrics.flush()  # what was counted since the flusher's last turn (or with no flusher at all)
+        """Stops every part in the reverse order of its start; the pools close last."""
+        await self._stack.aclose()
 
 
 class _LmstfyAdmin:

@@ -119,9 +119,8 @@ async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event, w
     if not logs.configured():  # the CLI sets them up before it forks; an embedding caller may not
         logs.setup(config.log)
     metrics.register_process(str(worker))
-    runtime = await Runtime.start(config)
-    _tune_gc()
-    try:
+    async with Runtime.running(config) as runtime:
+        _tune_gc()
         servers = [
             _start_server("data-server", create_data_app(runtime), listeners.data, config, shutdown),
             _start_server("admin-server", create_admin_app(runtime), listeners.admin, config, shutdown),
@@ -129,8 +128,6 @@ async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event, w
         stopping = asyncio.create_task(_answer_long_polls_on(shutdown, runtime))
         await _until_stopped(servers, shutdown)
         await asyncio.wait([stopping], timeout=STOP_MARGIN)
-    finally:
-        await runtime.stop()
 
 
 def _tune_gc() -> None:

@@ -1,5 +1,6 @@
-"""asyncio helpers: background loops that never die silently (`Loop`), stopping tasks reliably,
-and sharing one call among concurrent callers (token lookups, Redis connects)."""
+"""asyncio helpers: background loops that never die silently (`Loop`), the parts that run them
+(`Background`), stopping tasks reliably, and sharing one call among concurrent callers (token
+lookups, Redis connects)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -113,6 +114,27 @@ class Loop:
         finally:
             timer.cancel()
             self._waiter = None
+
+
+class Background:
+    """A part of the server that runs Loops of its own between `start` and `stop`.
+
+    As an async context manager, entering starts it and leaving stops it: Runtime (runtime.py)
+    enters every part on one AsyncExitStack, so they stop in the reverse order of their start.
+    """
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
 
 def _backoff(failures: int, cap: float) -> float:

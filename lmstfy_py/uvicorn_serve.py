@@ -44,6 +44,7 @@ from starlette.types import ASGIApp
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from lmstfy_py import tasks
 from lmstfy_py.config import ServerConfig
 from lmstfy_py.listeners import BACKLOG
 from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
@@ -58,6 +59,7 @@ _ZEROS = re.compile(rb"0*")
 _LINE_START = 32  # bytes kept of a line a read ended in: a size line's digits and what ends them
 _WAIT_S = 0.05  # how often the stop looks whether every connection is gone
 _CANCEL_WAIT_S = 1.0  # for the requests cut off to end (server.py's own fallback comes after STOP_MARGIN)
+_DATE_EVERY_S = 1.0  # the Date header's refresh, as uvicorn's own main loop does it
 
 
 async def serve(config: uvicorn.Config, sock: socket.socket, shutdown: asyncio.Event) -> None:
@@ -68,13 +70,23 @@ async def serve(config: uvicorn.Config, sock: socket.socket, shutdown: asyncio.E
     runner.lifespan = config.lifespan_class(config)
     # The server owns `sock` from here: closing it at the stop is what refuses new connections.
     await runner.startup(sockets=[sock])
-    ticking = asyncio.create_task(runner.main_loop(), name="uvicorn-date-header")
+    # uvicorn's main_loop, under our supervised loop: it only refreshes the Date header here.
+    ticking = tasks.Loop("uvicorn-date-header", _date_header(runner))
+    ticking.start()
     try:
         await shutdown.wait()
     finally:
         runner.should_exit = True
         await _stop(runner, sock, config.timeout_graceful_shutdown or 0)
-        await ticking
+        await ticking.stop()
+
+
+def _date_header(runner: uvicorn.Server) -> tasks.Step:
+    async def refresh() -> float:
+        await runner.on_tick(0)  # tick 0 of uvicorn's ten a second: the one that sets the Date header
+        return _DATE_EVERY_S
+
+    return refresh
 
 
 def uvicorn_config(app: ASGIApp, server: ServerConfig, graceful_timeout: int) -> uvicorn.Config:

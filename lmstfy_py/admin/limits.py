@@ -20,7 +20,7 @@ import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Self
 
 from redis.exceptions import RedisError
 
@@ -240,6 +240,13 @@ class LimitStore:
 
     async def stop(self) -> None:
         await self._loop.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
     async def _refresh_step(self) -> float:
         await self.refresh()

@@ -167,7 +167,7 @@ def _split(field: bytes | str) -> GroupKey | None:
 Listener = Callable[[Mapping[GroupKey, Pusher]], None]
 
 
-class PusherStore:
+class PusherStore(tasks.Background):
     """The configurations in the admin Redis, and this process's copy of them."""
 
     def __init__(self, redis: Any, pools: Collection[str]) -> None:

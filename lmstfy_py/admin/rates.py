@@ -133,7 +133,7 @@ def _total(found: Any) -> Rates | None:
     return total
 
 
-class RateStore:
+class RateStore(tasks.Background):
     """Writes a RateCounter's counts to the admin Redis every FLUSH_EVERY_S; reads the last hour back."""
 
     def __init__(self, redis: Any, counter: RateCounter, every_s: float = FLUSH_EVERY_S) -> None:

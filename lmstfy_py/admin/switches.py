@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 
 
-class Switch:
+class Switch(tasks.Background):
     """One on/off switch: `on` is this process's view, `set` changes it everywhere."""
 
     def __init__(self, redis: Any, key: str, name: str, initially: bool) -> None:

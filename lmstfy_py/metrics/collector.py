@@ -27,7 +27,7 @@ COLLECT_EVERY_S = 5.0  # as lmstfy's size monitor
 LOCK_FILE = "collector.lock"
 
 
-class Collector:
+class Collector(tasks.Background):
     """Refreshes the size and Redis gauges in the background, so a scrape costs no Redis call.
 
     With several workers only the one holding the lock file in the metrics directory

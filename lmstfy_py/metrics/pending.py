@@ -122,7 +122,7 @@ def flush() -> None:
             log.exception("metrics: a flush failed; the counts of one series are lost")
 
 
-class Flusher:
+class Flusher(tasks.Background):
     """Flushes every FLUSH_S while the server runs, and once more when it stops."""
 
     def __init__(self) -> None:

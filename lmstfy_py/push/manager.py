@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from typing import Self
 
 import aiohttp
 
@@ -80,3 +81,10 @@ class PushManager:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()

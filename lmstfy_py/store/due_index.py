@@ -26,7 +26,7 @@ from lmstfy_py.store.pipelined import PipelinedRedis
 DUE_BATCH = 100  # due namespaces one look at the index takes
 
 
-class DueIndexLoop(abc.ABC):
+class DueIndexLoop(tasks.Background, abc.ABC):
     """Subclasses say which index (`index`), what serving a due namespace means (`serve`, returning
     the namespace's next due ms or -1) and which key holds a namespace's due times (`due_key`)."""
 

@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Self
 from urllib.parse import quote
 
 from lmstfy_py.config import FsyncPolicy
@@ -271,6 +271,13 @@ class EmbeddedRedis:
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.stop_sync)
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
     def start_sync(self) -> str:
         self._spawn()

@@ -30,6 +30,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from typing import Self
 
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError, describe_exit
 
@@ -50,7 +51,8 @@ class RedisLostError(RuntimeError):
 
 
 class RedisWatcher:
-    """`start()` after the Redis started, `stop()` instead of stopping the Redis yourself."""
+    """`start()` (or enter it) after the Redis started, `stop()` (or leave it) instead of stopping
+    the Redis yourself."""
 
     def __init__(
         self,
@@ -89,6 +91,14 @@ class RedisWatcher:
             self._stopped.set()
         if self._thread.is_alive():
             self._thread.join(JOIN_TIMEOUT_S)
+
+    # A context manager, not an async one: the CLI runs it from the main thread before any event loop.
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
     def _run(self) -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())

@@ -38,7 +38,7 @@ async def probe(engine: Engine) -> Exception | None:
     return None
 
 
-class Health:
+class Health(tasks.Background):
     """The health check of one pool: a tasks.Loop probing it."""
 
     def __init__(self, engine: Engine) -> None:

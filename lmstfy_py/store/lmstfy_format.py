@@ -376,7 +376,7 @@ async def adopt_dead_letter(engine: Engine, ns: str, queue: str) -> int:
     return total
 
 
-class LmstfyMover:
+class LmstfyMover(tasks.Background):
     """The loop of an lmstfy-format pool: pumps lmstfy's timer_set into lmstfy-py's layout, moves
     lmstfy's dead letters, and tells the pool's LmstfyFormat whether anything of lmstfy's remains."""
 

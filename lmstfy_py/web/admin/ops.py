@@ -160,15 +160,13 @@ def _access_log_json(enabled: bool) -> Response:
 
 async def get_access_log(request: Request) -> Response:
     # The stored switch, not this process's copy: a POST just answered by another worker has not reached it yet.
-    switch = runtime_of(request).access_log_switch
-    return _access_log_json(await switch.current() if switch else runtime_of(request).access_log)
+    return _access_log_json(await runtime_of(request).access_log_switch.current())
 
 
 async def set_access_log(request: Request) -> Response:
     """lmstfy's switch: ?status=enable|disable. Here at once, on every process within a second."""
     status = params.choice(request.query_params, "status", ("enable", "disable"))
     runtime = runtime_of(request)
-    assert runtime.access_log_switch is not None  # made by Runtime.start
     await runtime.access_log_switch.set(status == "enable")
     return _access_log_json(runtime.access_log)
 

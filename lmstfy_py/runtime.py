@@ -71,7 +71,7 @@ class Runtime:
         counter = RateCounter()
         observers = Observers(metrics.EngineMetrics(), counter)
         pools = Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
-        lmstfy_formats = await pools.serve_lmstfy_layouts(config.pools)
+        lmstfy_layouts = await pools.serve_lmstfy_layouts(config.pools)
         # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
         # while it migrates).
         admin = pools.own(config.admin_pool).redis
@@ -79,7 +79,7 @@ class Runtime:
         stores = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
         runtime = cls(config, pools, *stores, RateStore(admin, counter))
         lmstfy_admin = _LmstfyAdmin(runtime.tokens, runtime.limits)
-        if lmstfy_formats and not pools.lmstfy_unsure:
+        if lmstfy_layouts and not pools.lmstfy_unsure:
             await lmstfy_admin.adopt()
         await runtime.limits.start()
         runtime.access_log_switch = switches.access_log(admin, config.server.access_log)
@@ -93,7 +93,7 @@ class Runtime:
             runtime.push = PushManager(pools, runtime.pushers, config.push)  # told of every configuration change
             await runtime.push.start()
             runtime.background = [runtime.flusher, runtime.collector, runtime.rates, *runtime.health, *runtime.pumps]
-            movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
+            movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_layouts]
             runtime.background += [*runtime.schedulers, *movers, runtime.pushers]
             for part in runtime.background:
                 part.start()

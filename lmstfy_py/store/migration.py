@@ -50,7 +50,6 @@ from typing import TypeVar
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
-from lmstfy_py.store.lmstfy_format import LmstfyFormat
 from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
@@ -58,7 +57,7 @@ MIGRATION_SLICE_S = 0.5
 T = TypeVar("T")
 
 
-Source = Engine | LmstfyFormat  # the old pool may hold what lmstfy left (store/lmstfy_format.py)
+Source = Engine  # the old pool may hold what lmstfy left: its Engine has a Layout (store/lmstfy_format.py)
 
 
 class MigrationEngine:

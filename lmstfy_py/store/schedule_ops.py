@@ -22,7 +22,7 @@ from lmstfy_py.store.scripts import Arg
 from lmstfy_py.types import NewJob
 
 if TYPE_CHECKING:
-    from lmstfy_py.store.engine import Engine
+    from lmstfy_py.store.engine_base import EngineBase as Engine
 
 FIRE_BATCH = 100  # due schedules one pass over a namespace fires
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,9 +43,9 @@ from lmstfy_py.store.engine_base import (
 )
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
+from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
 from lmstfy_py.store.scripts import Arg, Script, run_pipeline
-from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import Job, JobInfo, JobStateName, NewJob, Published, QueueStats, Released
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
@@ -137,15 +136,18 @@ class Engine(DeadLetterOps, NamespaceOps):
         `recheck_s`: how often it looks at the queues without a wake-up, in case a wake token was
         lost with a crashed process (default WAIT_SLICE_S; a push group, holding no client, waits longer).
         """
-        deadline = time.monotonic() + timeout_ms / 1000
-        while True:
-            jobs = await self.reserve(ns, queues, ttr_ms, count, frozen)
-            left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
-                self.observer.consumed(self.pool, ns, queues, count, jobs)
-                return jobs
-            slice_s = (recheck_s or WAIT_SLICE_S) if self.layout is None else self.layout.wait_slice_s(recheck_s)
-            await wait_unless(interrupt, self.wait_for_wake(ns, queues, min(left, slice_s)))
+        jobs = await long_poll(
+            lambda _: self.reserve(ns, queues, ttr_ms, count, frozen),
+            lambda left: self.wait_for_wake(ns, queues, min(left, self._slice_s(recheck_s))),
+            timeout_ms,
+            lambda: self.stopping,
+            interrupt,
+        )
+        self.observer.consumed(self.pool, ns, queues, count, jobs)
+        return jobs
+
+    def _slice_s(self, recheck_s: float | None) -> float:
+        return (recheck_s or WAIT_SLICE_S) if self.layout is None else self.layout.wait_slice_s(recheck_s)
 
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         if self.layout is not None and (jobs := await self.layout.reserve_first(ns, queues, ttr_ms, count, frozen)):

@@ -92,14 +92,14 @@ class Runtime:
         pools = await stack.enter_async_context(
             Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
         )
-        lmstfy_formats = await pools.serve_lmstfy_layouts(config.pools)
+        lmstfy_layouts = await pools.serve_lmstfy_layouts(config.pools)
         # Tokens, limits, switches, rates and pushers live in the admin pool's own Redis (the old one
         # while it migrates).
         admin = pools.own(config.admin_pool).redis
         names = pools.names()
         tokens, limits, pushers = TokenStore(admin, names), LimitStore(admin, names), PusherStore(admin, names)
         lmstfy_admin = _LmstfyAdmin(tokens, limits)
-        if lmstfy_formats and not pools.lmstfy_unsure:
+        if lmstfy_layouts and not pools.lmstfy_unsure:
             await lmstfy_admin.adopt()
         await stack.enter_async_context(limits)
         switch = await stack.enter_async_context(switches.access_log(admin, config.server.access_log))
@@ -124,7 +124,7 @@ class Runtime:
         )
         if run_pumps:
             await stack.enter_async_context(push)
-            movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_formats]
+            movers = [LmstfyMover(f, lmstfy_admin.adopt, f.pool in pools.lmstfy_unsure) for f in lmstfy_layouts]
             for part in runtime._background(movers):
                 await stack.enter_async_context(part)
         return runtime

@@ -1,7 +1,8 @@
 """The contract between the web layer and a pool's storage: every job operation a request makes.
 
 Two implementations, side by side: `Engine` (store/engine.py), one pool, and `MigrationEngine`
-(store/migration.py), a pool moving to another one, which composes the two pools' Engines.
+(store/migration.py), a pool moving to another one, which composes the two pools' Engines. A pool
+still holding lmstfy's layout is served by its Engine with a Layout (store/layout.py).
 `Pools.get` answers a JobStore; the timer pumps, health checks and metrics collector work on
 each pool's own Engine (`Pools.engines`).
 

@@ -3,7 +3,9 @@
 lmstfy 1.0.10 keeps a job as a data string `j/<ns>/<q>/<id>` plus one element where it waits: its
 ready list `q/<ns>/<q>`, the pool's `timer_set` (delayed, or reserved by an lmstfy consumer) or
 its dead letter `d/<ns>/<q>` (docs/LMSTFY_LAYOUT.md). Nothing is copied up front. Each job moves
-into lmstfy-py's layout, id, data, ttl and tries kept, in the one script that touches it:
+into lmstfy-py's layout, id, data, ttl and tries kept, in the one script that touches it. The
+pool's Engine does every job operation; its LmstfyLayout (the Layout of store/layout.py) is what
+the Engine asks of lmstfy's keys:
 
 - a consume takes from lmstfy's ready lists first (lmstfy_reserve.lua), the job moving as it is
   reserved; then from lmstfy-py's own structures, as any consume;
@@ -25,7 +27,6 @@ keys, until a later check finds some again.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
@@ -35,12 +36,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 from lmstfy_py import tasks
-from lmstfy_py.errors import NotFound
-from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import PEEK_SCAN, WAIT_SLICE_S, Engine, now_ms, ttl_seconds
-from lmstfy_py.store.wake import wait_unless
-from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
+from lmstfy_py.store.engine_base import queue_keys
+from lmstfy_py.types import Job, JobInfo
 
 log = logging.getLogger(__name__)
 
@@ -69,131 +68,64 @@ def decode_legacy_data(job_id: str, raw: bytes) -> tuple[bytes, dict[str, str] |
         return raw, None
 
 
-class LmstfyFormat:
-    """The JobStore of an lmstfy-format pool: its Engine, and what lmstfy left beside it."""
+class LmstfyLayout:
+    """What lmstfy left in a pool, as its Engine's Layout (store/layout.py)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.pool = engine.pool
         self.redis = engine.redis
-        self.observer = engine.observer
         self.present = True  # whether anything of lmstfy's may remain; the mover keeps it true
 
-    # -- publish: lmstfy-py's layout only ------------------------------------------------------
+    async def reserve_first(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool) -> list[Job]:
+        """lmstfy's ready jobs, moved into lmstfy-py's layout as they are reserved (lmstfy_reserve.lua
+        takes lmstfy-py's own in the same step when lmstfy's run out)."""
+        if not self.present:
+            return []
+        call_keys = [keys.timer(ns)]
+        for queue in queues:
+            call_keys += [keys.lmstfy_ready(ns, queue), *queue_keys(ns, queue)]
+        script = self.engine.scripts.lmstfy_reserve
+        jobs = await self.engine.run_reserve(script, call_keys, ns, queues, ttr_ms, count, frozen)
+        if jobs:
+            await self.engine.register_namespace(ns)
+        return jobs
 
-    async def publish(self, ns: str, queue: str, job: NewJob, replaces: str | None = None) -> Published:
-        published = await self.engine.publish(ns, queue, job, replaces)
-        if replaces:
-            await self._drop_legacy(ns, queue, [replaces])
-        return published
+    def wait_slice_s(self, recheck_s: float | None) -> float:
+        # lmstfy's publishes wake nobody here: look at its lists again soon while it may run.
+        return LEGACY_SLICE_S if self.present else (recheck_s or WAIT_SLICE_S)
 
-    async def publish_many(
-        self, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None = None
-    ) -> list[Published]:
-        published = await self.engine.publish_many(ns, queue, jobs, replaces)
-        if replaces:
-            await self._drop_legacy(ns, queue, [replaces])
-        return published
-
-    async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
-        return await self.engine.id_taken(ns, queue, job_id) or bool(
-            await self.redis.exists(keys.lmstfy_job(ns, queue, job_id))
-        )
-
-    # -- consume: lmstfy's ready lists first ---------------------------------------------------
-
-    async def consume(
-        self,
-        ns: str,
-        queues: Sequence[str],
-        ttr_ms: int,
-        timeout_ms: int,
-        count: int,
-        frozen: bool = False,
-        interrupt: asyncio.Event | None = None,
-        recheck_s: float | None = None,
-    ) -> list[Job]:
-        deadline = time.monotonic() + timeout_ms / 1000
-        while True:
-            jobs = await self.reserve(ns, queues, ttr_ms, count, frozen)
-            left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
-                self.observer.consumed(self.pool, ns, queues, count, jobs)
-                return jobs
-            # lmstfy's publishes wake nobody here: look at its lists again soon while it may run.
-            slice_s = LEGACY_SLICE_S if self.present else (recheck_s or WAIT_SLICE_S)
-            await wait_unless(interrupt, self.engine.wait_for_wake(ns, queues, min(left, slice_s)))
-
-    async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
-        """Up to `count` jobs: lmstfy's first (moved into lmstfy-py's layout as they are reserved)."""
-        if self.present:
-            call_keys = [keys.timer(ns)]
-            for queue in queues:
-                call_keys += [keys.lmstfy_ready(ns, queue), *_queue_keys(ns, queue)]
-            script = self.engine.scripts.lmstfy_reserve
-            jobs = await self.engine.run_reserve(script, call_keys, ns, queues, ttr_ms, count, frozen)
-            if jobs:
-                await self.engine.register_namespace(ns)
-                return jobs
-        return await self.engine.reserve(ns, queues, ttr_ms, count, frozen)
-
-    async def wait_for_wake(self, ns: str, queues: Sequence[str], seconds: float) -> None:
-        await self.engine.wait_for_wake(ns, queues, seconds)
-
-    # -- a worker's verbs ----------------------------------------------------------------------
-
-    async def ack(self, ns: str, queue: str, job_id: str) -> bool:
-        return await self.ack_many(ns, queue, [job_id]) > 0
-
-    async def ack_many(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
-        # A job lives in one layout only: the counts add up. lmstfy's data of an id it delivered
-        # before the switch goes; its timer member is dropped when it comes due, as in lmstfy.
-        return await self.engine.ack_many(ns, queue, job_ids) + await self._drop_legacy(ns, queue, job_ids)
-
-    async def _drop_legacy(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
+    async def acked(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
+        """lmstfy's data of an id it delivered before the switch goes; its timer member is dropped
+        when it comes due, as in lmstfy."""
         if not self.present or not job_ids:
             return 0
         data_keys = [keys.lmstfy_job(ns, queue, job_id) for job_id in dict.fromkeys(job_ids)]
         return int(await self.engine.scripts.lmstfy_drop(self.engine.script_client, data_keys, ["keys"]))
 
-    async def release(
-        self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str, untried: bool = False
-    ) -> Released:
-        return await self.engine.release(ns, queue, job_id, delay_ms, reason, untried)
+    async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
+        return bool(await self.redis.exists(keys.lmstfy_job(ns, queue, job_id)))
 
-    async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
-        return await self.engine.touch(ns, queue, job_id, ttr_ms)
+    async def find(self, ns: str, queue: str, job_id: str) -> JobInfo | None:
+        """A job in lmstfy's layout shows its data and ttl; its state is "unknown" (lmstfy kept it
+        only in which structure holds its element, and a timer member does not say which it is)."""
+        job = await self._legacy_job(ns, queue, job_id, 0) if self.present else None
+        return None if job is None else JobInfo(job, "unknown", None, 0, None)
 
-    async def bury(self, ns: str, queue: str, job_id: str, reason: str) -> None:
-        await self.engine.bury(ns, queue, job_id, reason)
-
-    # -- a queue ---------------------------------------------------------------------------------
-
-    async def peek_queue(self, ns: str, queue: str) -> Job:
-        """lmstfy's next ready job when it has one (it is consumed first), else lmstfy-py's."""
-        if self.present:
-            # The tail is the next: look past heads whose data is gone, as lmstfy-py's own peek does.
-            elements = cast(list[bytes], await self.redis.lrange(keys.lmstfy_ready(ns, queue), -PEEK_SCAN, -1))
-            for element in reversed(elements):
-                tries, job_id = unpack_element(element)
-                job = await self._legacy_job(ns, queue, job_id, tries)
-                if job is not None:
-                    return job
-        return await self.engine.peek_queue(ns, queue)
-
-    async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
-        """lmstfy's ready jobs first (consumes take them first), tail first, then lmstfy-py's."""
+    async def ready_ahead(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
+        """lmstfy's ready jobs (consumes take them first), tail first, past those whose data is gone."""
         found: list[JobInfo] = []
-        if self.present and limit > 0:
-            elements = cast(
-                list[bytes], await self.redis.lrange(keys.lmstfy_ready(ns, queue), -(limit + PEEK_SCAN), -1)
-            )
-            for element in reversed(elements):
-                tries, job_id = unpack_element(element)
-                job = await self._legacy_job(ns, queue, job_id, tries)
-                if job is not None and len(found) < limit:
-                    found.append(JobInfo(job, "ready", None, 0, None))
-        return found + await self.engine.next_jobs(ns, queue, limit - len(found))
+        if not self.present:
+            return found
+        elements = cast(list[bytes], await self.redis.lrange(keys.lmstfy_ready(ns, queue), -(limit + PEEK_SCAN), -1))
+        for element in reversed(elements):
+            tries, job_id = unpack_element(element)
+            job = await self._legacy_job(ns, queue, job_id, tries)
+            if job is not None:
+                found.append(JobInfo(job, "ready", None, 0, None))
+                if len(found) == limit:
+                    break
+        return found
 
     async def _legacy_job(self, ns: str, queue: str, job_id: str, tries: int) -> Job | None:
         pipe = self.redis.pipeline(transaction=False)
@@ -205,42 +137,22 @@ class LmstfyFormat:
         body, attributes = decode_legacy_data(job_id, raw)
         return Job(ns, queue, job_id, body, ttl_seconds(int(pttl)), tries, attributes)
 
-    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
-        """A job in lmstfy's layout shows its data and ttl; its state is "unknown" (lmstfy kept it
-        only in which structure holds its element, and a timer member does not say which it is)."""
-        try:
-            return await self.engine.peek_job(ns, queue, job_id)
-        except NotFound:
-            job = await self._legacy_job(ns, queue, job_id, 0) if self.present else None
-            if job is None:
-                raise
-            return JobInfo(job, "unknown", None, 0, None)
-
-    async def size(self, ns: str, queue: str) -> int:
-        return await self.engine.size(ns, queue) + await self._legacy_len(keys.lmstfy_ready(ns, queue))
-
-    async def _legacy_len(self, list_key: str) -> int:
-        return int(await self.redis.llen(list_key)) if self.present else 0
-
-    async def stats(self, ns: str, queue: str) -> QueueStats:
+    async def ready_count(self, ns: str, queue: str) -> int:
         """lmstfy's delayed and reserved jobs are not counted: its one timer_set is not kept per queue."""
-        await self._adopt_dead(ns, queue)
-        ours = await self.engine.stats(ns, queue)
-        ready = ours.ready + await self._legacy_len(keys.lmstfy_ready(ns, queue))
-        return QueueStats(ready, ours.delayed, ours.reserved, ours.dead, ours.paused)
+        return int(await self.redis.llen(keys.lmstfy_ready(ns, queue))) if self.present else 0
 
-    async def queue_exists(self, ns: str, queue: str) -> bool:
-        return await self.engine.queue_exists(ns, queue) or bool(
-            await self.redis.hexists(keys.lmstfy_queues(ns), queue)
-        )
+    async def adopt_dead(self, ns: str, queue: str) -> None:
+        if self.present:
+            await adopt_dead_letter(self.engine, ns, queue)
 
-    async def pause(self, ns: str, queue: str, paused: bool) -> None:
-        await self.engine.pause(ns, queue, paused)  # lmstfy_reserve.lua reads the same flag
+    async def names(self, ns: str | None) -> set[str]:
+        registry = keys.LMSTFY_NAMESPACES if ns is None else keys.lmstfy_queues(ns)
+        return {_text(name) for name in await self.redis.hkeys(registry)}
 
-    async def destroy(self, ns: str, queue: str) -> int:
+    async def drop_queue(self, ns: str, queue: str) -> int:
         dropped = await self._drop_list(keys.lmstfy_ready(ns, queue), ns, queue)
         await self.redis.hdel(keys.lmstfy_queues(ns), queue)  # as lmstfy's destroy does
-        return dropped + await self.engine.destroy(ns, queue)
+        return dropped
 
     async def _drop_list(self, list_key: str, ns: str, queue: str) -> int:
         prefix = keys.lmstfy_job(ns, queue, "")
@@ -252,59 +164,8 @@ class LmstfyFormat:
             total += int(dropped)
         return total
 
-    # -- the dead letter: lmstfy's moves behind lmstfy-py's before any dead-letter operation -------
-
-    async def _adopt_dead(self, ns: str, queue: str) -> None:
-        if self.present:
-            await adopt_dead_letter(self.engine, ns, queue)
-
-    async def dead_letter(self, ns: str, queue: str) -> DeadLetterHead:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.dead_letter(ns, queue)
-
-    async def dead_letter_size(self, ns: str, queue: str) -> int:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.dead_letter_size(ns, queue)
-
-    async def dead_letter_ids(self, ns: str, queue: str, limit: int) -> list[str]:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.dead_letter_ids(ns, queue, limit)
-
-    async def dead_page(self, ns: str, queue: str, limit: int, after: str | None) -> DeadPage:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.dead_page(ns, queue, limit, after)
-
-    async def respawn(self, ns: str, queue: str, limit: int, ttl_ms: int) -> int:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.respawn(ns, queue, limit, ttl_ms)
-
-    async def respawn_one(self, ns: str, queue: str, job_id: str, ttl_ms: int, tries: int, delay_ms: int) -> None:
-        await self._adopt_dead(ns, queue)
-        await self.engine.respawn_one(ns, queue, job_id, ttl_ms, tries, delay_ms)
-
-    async def delete_dead(self, ns: str, queue: str, limit: int) -> int:
-        await self._adopt_dead(ns, queue)
-        return await self.engine.delete_dead(ns, queue, limit)
-
-    async def delete_dead_one(self, ns: str, queue: str, job_id: str) -> None:
-        await self._adopt_dead(ns, queue)
-        await self.engine.delete_dead_one(ns, queue, job_id)
-
-    # -- namespaces and the pool -------------------------------------------------------------------
-
-    async def namespaces(self) -> list[str]:
-        legacy = await self.redis.hkeys(keys.LMSTFY_NAMESPACES)
-        return sorted(set(await self.engine.namespaces()) | {_text(ns) for ns in legacy})
-
-    async def queues(self, ns: str) -> list[str]:
-        legacy = await self.redis.hkeys(keys.lmstfy_queues(ns))
-        return sorted(set(await self.engine.queues(ns)) | {_text(queue) for queue in legacy})
-
-    async def timer_size(self, ns: str) -> int:
-        return await self.engine.timer_size(ns)
-
-    async def purge_namespace(self, ns: str) -> int:
-        """lmstfy's jobs of the namespace go too: its lists, its timer members, its registry entry."""
+    async def drop_namespace(self, ns: str) -> int:
+        """lmstfy's jobs of the namespace: its lists, its timer members, its registry entry."""
         total = 0
         for queue in [_text(q) for q in await self.redis.hkeys(keys.lmstfy_queues(ns))]:
             total += await self._drop_list(keys.lmstfy_ready(ns, queue), ns, queue)
@@ -312,7 +173,7 @@ class LmstfyFormat:
         total += await self._drop_timer_members(ns)
         await self.redis.hdel(keys.LMSTFY_NAMESPACES, ns)
         await self.redis.delete(keys.lmstfy_queues(ns))
-        return total + await self.engine.purge_namespace(ns)
+        return total
 
     async def _drop_timer_members(self, ns: str) -> int:
         prefix = len(ns.encode()).to_bytes(2, "little") + ns.encode()
@@ -328,32 +189,6 @@ class LmstfyFormat:
                 )
             )
         return total
-
-    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
-        return await self.engine.put_schedule(ns, schedule)
-
-    async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]:
-        return await self.engine.schedules(ns, queue)
-
-    async def schedule(self, ns: str, queue: str, name: str) -> ScheduleState:
-        return await self.engine.schedule(ns, queue, name)
-
-    async def delete_schedule(self, ns: str, queue: str, name: str) -> None:
-        await self.engine.delete_schedule(ns, queue, name)
-
-    async def ping(self) -> None:
-        await self.engine.ping()
-
-    @property
-    def stopping(self) -> bool:
-        return self.engine.stopping
-
-    async def stop_waiting(self) -> None:
-        await self.engine.stop_waiting()
-
-
-def _queue_keys(ns: str, queue: str) -> list[str]:
-    return [keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)]
 
 
 def _text(value: Any) -> str:
@@ -378,19 +213,19 @@ async def adopt_dead_letter(engine: Engine, ns: str, queue: str) -> int:
 
 class LmstfyMover(tasks.Background):
     """The loop of an lmstfy-format pool: pumps lmstfy's timer_set into lmstfy-py's layout, moves
-    lmstfy's dead letters, and tells the pool's LmstfyFormat whether anything of lmstfy's remains."""
+    lmstfy's dead letters, and tells the pool's LmstfyLayout whether anything of lmstfy's remains."""
 
-    def __init__(self, store: LmstfyFormat, on_found: Callable[[], Awaitable[None]], unsure: bool = False) -> None:
+    def __init__(self, layout: LmstfyLayout, on_found: Callable[[], Awaitable[None]], unsure: bool = False) -> None:
         """`on_found` runs at each check that finds lmstfy's data; `unsure`: the pool was not
         known to hold any (its Redis was away at start), so finding none is not news."""
-        self.store = store
-        self.engine = store.engine
-        self.redis = store.engine.redis
+        self.layout = layout
+        self.engine = layout.engine
+        self.redis = layout.redis
         self.on_found = on_found
         self._next_check = 0.0
         # What the log last said: lmstfy's data present or not.
         self._reported: bool | None = False if unsure else None
-        self.loop = tasks.Loop("lmstfy", self._step, store.pool)
+        self.loop = tasks.Loop("lmstfy", self._step, layout.pool)
 
     def start(self) -> None:
         self.loop.start()
@@ -421,20 +256,20 @@ class LmstfyMover(tasks.Background):
         """Moves lmstfy's dead letters; logs when lmstfy's data is found, and when none is left."""
         counts = await self.legacy_counts()
         present = bool(counts["ready"] or counts["timer"])
-        self.store.present = present
+        self.layout.present = present
         if present:
             await self.on_found()
         if present and self._reported is not True:
             log.info(
                 "pool %s holds jobs lmstfy left (%d ready, %d on its timer, %d dead): serving them in place,"
                 " each moving into lmstfy-py's layout as it is consumed or comes due",
-                self.store.pool,
+                self.layout.pool,
                 counts["ready"],
                 counts["timer"],
                 counts["dead"],
             )
         elif not present and self._reported is not False:
-            log.info("pool %s: nothing of lmstfy's layout remains; every job it left has moved", self.store.pool)
+            log.info("pool %s: nothing of lmstfy's layout remains; every job it left has moved", self.layout.pool)
         self._reported = present
 
     async def legacy_counts(self) -> dict[str, int]:

@@ -43,22 +43,20 @@ in either pool.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
-from lmstfy_py.store.lmstfy_format import LmstfyFormat
-from lmstfy_py.store.wake import wait_unless
+from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
 
 MIGRATION_SLICE_S = 0.5
 T = TypeVar("T")
 
 
-Source = Engine | LmstfyFormat  # the old pool may hold what lmstfy left (store/lmstfy_format.py)
+Source = Engine  # the old pool may hold what lmstfy left: its Engine has a Layout (store/lmstfy_format.py)
 
 
 class MigrationEngine:
@@ -106,18 +104,27 @@ class MigrationEngine:
         interrupt: asyncio.Event | None = None,
         recheck_s: float | None = None,
     ) -> list[Job]:
-        deadline = time.monotonic() + timeout_ms / 1000
-        engines: tuple[Source, Source] = (self.old, self.new)
-        while True:
-            source, jobs = await _reserve_first(engines, ns, queues, ttr_ms, count, frozen)
-            left = deadline - time.monotonic()
-            if jobs or left <= 0 or self.stopping or (interrupt and interrupt.is_set()):
-                # Counted by the pool that held the jobs, as its own consumes are.
-                source.observer.consumed(source.pool, ns, queues, count, jobs)
-                return jobs
-            # `recheck_s` is no use here: the old pool is looked at every MIGRATION_SLICE_S anyway.
-            await wait_unless(interrupt, self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S)))
-            engines = (self.new, self.old)
+        source = self.new
+
+        async def attempt(waited: bool) -> list[Job]:
+            nonlocal source
+            # After a wait the new pool first, so a wake token taken from it is never left unused.
+            source, jobs = await _reserve_first(
+                (self.new, self.old) if waited else (self.old, self.new), ns, queues, ttr_ms, count, frozen
+            )
+            return jobs
+
+        # `recheck_s` is no use here: the old pool is looked at every MIGRATION_SLICE_S anyway.
+        jobs = await long_poll(
+            attempt,
+            lambda left: self.new.wait_for_wake(ns, queues, min(left, MIGRATION_SLICE_S)),
+            timeout_ms,
+            lambda: self.stopping,
+            interrupt,
+        )
+        # Counted by the pool that held the jobs, as its own consumes are.
+        source.observer.consumed(source.pool, ns, queues, count, jobs)
+        return jobs
 
     # -- a worker's verbs --------------------------------------------------------------------
 

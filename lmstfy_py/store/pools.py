@@ -42,7 +42,7 @@ from lmstfy_py.store.counted import CommandCounter, CountedCluster, CountedRedis
 from lmstfy_py.store.engine import Engine, EngineObserver, TimerSignal
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.jobstore import JobStore
-from lmstfy_py.store.lmstfy_format import LmstfyFormat, holds_lmstfy_data
+from lmstfy_py.store.lmstfy_format import LmstfyLayout, holds_lmstfy_data
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pipelined import PipelinedRedis
 from lmstfy_py.store.scripts import Scripts
@@ -216,30 +216,31 @@ class _SentinelPool(SentinelConnectionPool):
 
 
 class Pools:
-    """Pool name -> the JobStore serving it: its Engine; an LmstfyFormat for a pool holding what
-    lmstfy left (serve_lmstfy_layouts); a MigrationEngine for a pool with migrate_to."""
+    """Pool name -> the JobStore serving it: its Engine; for a pool holding what lmstfy left
+    (serve_lmstfy_layouts), its Engine with an LmstfyLayout; a MigrationEngine for a pool with migrate_to."""
 
     def __init__(self, engines: Mapping[str, Engine], migrate_to: Mapping[str, str] | None = None) -> None:
         self._engines = dict(engines)
         self._migrate_to = dict(migrate_to or {})
-        self.lmstfy_formats: dict[str, LmstfyFormat] = {}
+        self.lmstfy_layouts: dict[str, LmstfyLayout] = {}
         self.lmstfy_unsure: set[str] = set()  # "auto" pools whose Redis could not be asked at start
         self._served: dict[str, JobStore] = {}
         self._compose()
 
     def _compose(self) -> None:
-        sources: dict[str, Engine | LmstfyFormat] = {**self._engines, **self.lmstfy_formats}
-        self._served = {name: source for name, source in sources.items()}
+        layouts = {name: self._engines[name].with_layout(layout) for name, layout in self.lmstfy_layouts.items()}
+        sources = {**self._engines, **layouts}
+        self._served = dict(sources)
         for old, new in self._migrate_to.items():
             self._served[old] = MigrationEngine(sources[old], self._engines[new])
 
-    async def serve_lmstfy_layouts(self, configs: Mapping[str, PoolConfig]) -> list[LmstfyFormat]:
+    async def serve_lmstfy_layouts(self, configs: Mapping[str, PoolConfig]) -> list[LmstfyLayout]:
         """Serves what lmstfy left in a pool's Redis, in place: pools of format "lmstfy", and of
         format "auto" (not a cluster) whose Redis holds lmstfy's keys. Returns them."""
         for name, config in configs.items():
             engine = self._engines[name]
             if config.format == "lmstfy":
-                self.lmstfy_formats[name] = LmstfyFormat(engine)
+                self.lmstfy_layouts[name] = LmstfyLayout(engine)
             elif config.format == "auto" and config.kind != "cluster":
                 try:
                     found = await holds_lmstfy_data(engine.redis)
@@ -251,9 +252,9 @@ class Pools:
                     self.lmstfy_unsure.add(name)
                     found = True
                 if found:
-                    self.lmstfy_formats[name] = LmstfyFormat(engine)
+                    self.lmstfy_layouts[name] = LmstfyLayout(engine)
         self._compose()
-        return list(self.lmstfy_formats.values())
+        return list(self.lmstfy_layouts.values())
 
     @classmethod
     def connect(

@@ -22,7 +22,7 @@ from lmstfy_py.store.scripts import Arg
 from lmstfy_py.types import NewJob
 
 if TYPE_CHECKING:
-    from lmstfy_py.store.engine import Engine
+    from lmstfy_py.store.engine_base import EngineBase
 
 FIRE_BATCH = 100  # due schedules one pass over a namespace fires
 
@@ -35,7 +35,7 @@ def _index(ns: str, tick_ms: int) -> tuple[str, ...]:
     return ("ZADD", keys.CRON_INDEX, "LT", str(tick_ms), ns)
 
 
-async def put(engine: Engine, ns: str, schedule: Schedule, now_ms: int) -> tuple[bool, int]:
+async def put(engine: EngineBase, ns: str, schedule: Schedule, now_ms: int) -> tuple[bool, int]:
     """Registers (or replaces) the schedule; returns whether it is new, and its first tick.
 
     A new schedule in a namespace holding `schedule.namespace_cap` of them is refused (409),
@@ -54,7 +54,7 @@ async def put(engine: Engine, ns: str, schedule: Schedule, now_ms: int) -> tuple
     return bool(created), first
 
 
-async def listed(engine: Engine, ns: str, queue: str | None = None) -> list[ScheduleState]:
+async def listed(engine: EngineBase, ns: str, queue: str | None = None) -> list[ScheduleState]:
     """The namespace's schedules (of one queue, when given), by queue and name."""
     pipe = engine.redis.pipeline(transaction=False)
     pipe.hgetall(keys.schedules(ns))
@@ -71,7 +71,7 @@ async def listed(engine: Engine, ns: str, queue: str | None = None) -> list[Sche
     return sorted(found, key=lambda state: (state.schedule.queue, state.schedule.name))
 
 
-async def one(engine: Engine, ns: str, queue: str, name: str) -> ScheduleState:
+async def one(engine: EngineBase, ns: str, queue: str, name: str) -> ScheduleState:
     field = keys.schedule_field(queue, name)
     pipe = engine.redis.pipeline(transaction=False)
     pipe.hget(keys.schedules(ns), field)
@@ -90,13 +90,13 @@ def _state(schedule: Schedule, next_ms: int, last: bytes | None) -> ScheduleStat
     return ScheduleState(schedule, next_ms, int(at), job_id)
 
 
-async def delete(engine: Engine, ns: str, queue: str, name: str) -> None:
+async def delete(engine: EngineBase, ns: str, queue: str, name: str) -> None:
     field = keys.schedule_field(queue, name)
     if not await engine.scripts.schedule_delete(engine.script_client, _schedule_keys(ns), [field]):
         raise NotFound("schedule not found")
 
 
-async def forget_namespace(engine: Engine, ns: str) -> None:
+async def forget_namespace(engine: EngineBase, ns: str) -> None:
     """Every schedule of the namespace goes (a purge's first step: no tick fires into what it empties)."""
     pipe = engine.redis.pipeline(transaction=False)
     for key in _schedule_keys(ns):
@@ -108,7 +108,7 @@ async def forget_namespace(engine: Engine, ns: str) -> None:
 # -- firing ------------------------------------------------------------------------------------
 
 
-async def fire_due(engine: Engine, ns: str, now_ms: int) -> int:
+async def fire_due(engine: EngineBase, ns: str, now_ms: int) -> int:
     """Fires every tick of the namespace due by now_ms; returns its next tick, -1 when it has none.
 
     A tick late by at most the schedule's grace is fired as usual; an older one was missed and
@@ -133,7 +133,7 @@ async def fire_due(engine: Engine, ns: str, now_ms: int) -> int:
     return int(head[0][1]) if head else -1
 
 
-async def _fire(engine: Engine, ns: str, field: str, packed: bytes, tick_ms: int, now_ms: int) -> None:
+async def _fire(engine: EngineBase, ns: str, field: str, packed: bytes, tick_ms: int, now_ms: int) -> None:
     queue, _, name = field.partition("/")
     schedule = unpacked(queue, name, packed)
     on_time = now_ms - tick_ms <= schedule.grace_ms(tick_ms)

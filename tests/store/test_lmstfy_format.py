@@ -20,7 +20,7 @@ from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine
-from lmstfy_py.store.lmstfy_format import LmstfyFormat, LmstfyMover
+from lmstfy_py.store.lmstfy_format import LmstfyLayout, LmstfyMover
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import Job, NewJob
@@ -49,13 +49,19 @@ async def nothing_to_adopt() -> None:
 
 
 @pytest.fixture
-def store(engine: Engine) -> LmstfyFormat:
-    return LmstfyFormat(engine)
+def layout(engine: Engine) -> LmstfyLayout:
+    return LmstfyLayout(engine)
 
 
 @pytest.fixture
-async def mover(store: LmstfyFormat) -> AsyncIterator[LmstfyMover]:
-    running = LmstfyMover(store, nothing_to_adopt)
+def store(engine: Engine, layout: LmstfyLayout) -> Engine:
+    """The pool's Engine serving lmstfy's layout too."""
+    return engine.with_layout(layout)
+
+
+@pytest.fixture
+async def mover(layout: LmstfyLayout) -> AsyncIterator[LmstfyMover]:
+    running = LmstfyMover(layout, nothing_to_adopt)
     running.start()
     yield running
     await running.stop()
@@ -69,7 +75,7 @@ async def pump(engine: Engine) -> AsyncIterator[Pump]:
     await running.stop()
 
 
-async def consume_all(store: LmstfyFormat, queues: list[str], ttr_ms: int = 60_000) -> list[Job]:
+async def consume_all(store: Engine, queues: list[str], ttr_ms: int = 60_000) -> list[Job]:
     got: list[Job] = []
     while jobs := await store.consume(NS, queues, ttr_ms, 0, 7):
         got += jobs
@@ -83,7 +89,7 @@ def lmstfy_keys(client: redis.Redis) -> list[bytes]:
 
 
 async def test_every_ready_job_is_consumed_once_with_its_id_data_ttl_and_tries(
-    store: LmstfyFormat, lmstfy: LmstfyPool
+    store: Engine, lmstfy: LmstfyPool
 ) -> None:
     published = {}
     for i in range(25):
@@ -105,7 +111,7 @@ async def test_every_ready_job_is_consumed_once_with_its_id_data_ttl_and_tries(
     assert lmstfy_keys(lmstfy.client) == []  # nothing of lmstfy's layout is left
 
 
-async def test_a_job_whose_data_expired_under_lmstfy_is_skipped(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_a_job_whose_data_expired_under_lmstfy_is_skipped(store: Engine, lmstfy: LmstfyPool) -> None:
     gone = lmstfy.publish(NS, "q", b"old", ttl=60)
     kept = lmstfy.publish(NS, "q", b"new", ttl=60)
     lmstfy.client.delete(job_key(NS, "q", gone))  # its ttl ended
@@ -113,7 +119,7 @@ async def test_a_job_whose_data_expired_under_lmstfy_is_skipped(store: LmstfyFor
 
 
 async def test_jobs_published_now_go_to_lmstfy_pys_layout_and_come_after_lmstfys(
-    store: LmstfyFormat, lmstfy: LmstfyPool
+    store: Engine, lmstfy: LmstfyPool
 ) -> None:
     old = lmstfy.publish(NS, "q", b"from lmstfy")
     new = (await store.publish(NS, "q", NewJob(b"from lmstfy-py"))).job_id
@@ -123,14 +129,14 @@ async def test_jobs_published_now_go_to_lmstfy_pys_layout_and_come_after_lmstfys
     assert [job.job_id for job in await consume_all(store, ["q"])] == [old, new]
 
 
-async def test_a_versioned_job_of_a_later_lmstfy_keeps_its_attributes(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_a_versioned_job_of_a_later_lmstfy_keeps_its_attributes(store: Engine, lmstfy: LmstfyPool) -> None:
     job_id = lmstfy.publish(NS, "q", b"\x01body", versioned=True, attributes={"trace": "t-1", "kind": "order"})
     assert len(job_id) == 27
     [job] = await consume_all(store, ["q"])
     assert (job.job_id, job.body, job.attributes) == (job_id, b"\x01body", {"kind": "order", "trace": "t-1"})
 
 
-async def test_a_paused_queue_keeps_lmstfys_jobs_waiting(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_a_paused_queue_keeps_lmstfys_jobs_waiting(store: Engine, lmstfy: LmstfyPool) -> None:
     job_id = lmstfy.publish(NS, "q", b"x")
     await store.pause(NS, "q", True)
     assert await consume_all(store, ["q"]) == []
@@ -138,7 +144,7 @@ async def test_a_paused_queue_keeps_lmstfys_jobs_waiting(store: LmstfyFormat, lm
     assert [job.job_id for job in await consume_all(store, ["q"])] == [job_id]
 
 
-async def test_a_long_poll_gets_a_job_lmstfy_publishes_meanwhile(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_a_long_poll_gets_a_job_lmstfy_publishes_meanwhile(store: Engine, lmstfy: LmstfyPool) -> None:
     """A rolling switch: lmstfy still publishes to its own list, which wakes nobody of ours."""
     waiting = asyncio.create_task(store.consume(NS, ["q"], 60_000, 5_000, 1))
     await asyncio.sleep(0.2)
@@ -149,7 +155,7 @@ async def test_a_long_poll_gets_a_job_lmstfy_publishes_meanwhile(store: LmstfyFo
 
 
 async def test_lmstfy_and_lmstfy_py_consuming_the_same_lists_take_each_job_once(
-    store: LmstfyFormat, lmstfy: LmstfyPool
+    store: Engine, lmstfy: LmstfyPool
 ) -> None:
     published = {lmstfy.publish(NS, "q", b"%d" % i, tries=2) for i in range(400)}
 
@@ -169,7 +175,7 @@ async def test_lmstfy_and_lmstfy_py_consuming_the_same_lists_take_each_job_once(
 
 
 async def test_lmstfys_due_timer_members_become_ready_on_time(
-    store: LmstfyFormat, lmstfy: LmstfyPool, mover: LmstfyMover
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
 ) -> None:
     now = int(time.time())
     delayed = lmstfy.publish(NS, "q", b"later", ttl=600, delay=2, tries=3, now=now)
@@ -194,7 +200,7 @@ async def test_lmstfys_due_timer_members_become_ready_on_time(
 
 
 async def test_a_reservation_out_of_tries_goes_to_the_dead_letter(
-    store: LmstfyFormat, lmstfy: LmstfyPool, mover: LmstfyMover
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
 ) -> None:
     now = int(time.time())
     job_id = lmstfy.publish(NS, "q", b"last try", tries=1, now=now)
@@ -213,7 +219,7 @@ async def test_a_reservation_out_of_tries_goes_to_the_dead_letter(
     ]
 
 
-async def test_lmstfys_dead_letter_is_seen_behind_ours_and_respawned(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_lmstfys_dead_letter_is_seen_behind_ours_and_respawned(store: Engine, lmstfy: LmstfyPool) -> None:
     older = [lmstfy.publish(NS, "q", b"dead %d" % i, ttl=60) for i in range(3)]
     for job_id in older:
         lmstfy.client.rpop(ready_key(NS, "q"))
@@ -236,7 +242,7 @@ async def test_lmstfys_dead_letter_is_seen_behind_ours_and_respawned(store: Lmst
 
 
 async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
-    store: LmstfyFormat, lmstfy: LmstfyPool, mover: LmstfyMover
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
 ) -> None:
     now = int(time.time())
     lmstfy.publish(NS, "q", b"in flight", now=now)
@@ -249,7 +255,7 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
 
 
 async def test_a_reservation_is_ended_only_through_the_server_that_made_it(
-    store: LmstfyFormat, lmstfy: LmstfyPool, mover: LmstfyMover, pump: Pump
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover, pump: Pump
 ) -> None:
     """docs/MIGRATING.md, a rolling switch: lmstfy's reservation cannot be released, touched or
     buried through lmstfy-py; an ACK through lmstfy of a job lmstfy-py delivered deletes nothing,
@@ -273,7 +279,7 @@ async def test_a_reservation_is_ended_only_through_the_server_that_made_it(
 
 
 async def test_the_next_jobs_list_lmstfys_ready_jobs_first_in_the_order_consumes_take_them(
-    store: LmstfyFormat, lmstfy: LmstfyPool
+    store: Engine, lmstfy: LmstfyPool
 ) -> None:
     ours = (await store.publish(NS, "q", NewJob(b"ours"))).job_id
     first, second = lmstfy.publish(NS, "q", b"first"), lmstfy.publish(NS, "q", b"second")
@@ -283,9 +289,7 @@ async def test_the_next_jobs_list_lmstfys_ready_jobs_first_in_the_order_consumes
     assert [job.job_id for job in await consume_all(store, ["q"])] == [first, second, ours]
 
 
-async def test_peek_size_stats_registry_and_a_job_by_id_see_lmstfys_jobs(
-    store: LmstfyFormat, lmstfy: LmstfyPool
-) -> None:
+async def test_peek_size_stats_registry_and_a_job_by_id_see_lmstfys_jobs(store: Engine, lmstfy: LmstfyPool) -> None:
     job_id = lmstfy.publish(NS, "q", b"peeked", ttl=300, tries=4)
     lmstfy.publish("other-ns", "r", b"x")
     peeked = await store.peek_queue(NS, "q")
@@ -300,7 +304,7 @@ async def test_peek_size_stats_registry_and_a_job_by_id_see_lmstfys_jobs(
     assert await consume_all(store, ["q"])  # peeking moved nothing
 
 
-async def test_destroy_and_purge_delete_lmstfys_jobs_too(store: LmstfyFormat, lmstfy: LmstfyPool) -> None:
+async def test_destroy_and_purge_delete_lmstfys_jobs_too(store: Engine, lmstfy: LmstfyPool) -> None:
     now = int(time.time())
     for i in range(3):
         lmstfy.publish(NS, "q", b"%d" % i)
@@ -318,21 +322,21 @@ async def test_destroy_and_purge_delete_lmstfys_jobs_too(store: LmstfyFormat, lm
 
 
 async def test_the_log_says_when_lmstfys_data_is_found_and_when_none_remains(
-    store: LmstfyFormat, lmstfy: LmstfyPool, caplog: pytest.LogCaptureFixture
+    store: Engine, layout: LmstfyLayout, lmstfy: LmstfyPool, caplog: pytest.LogCaptureFixture
 ) -> None:
     lmstfy.publish(NS, "q", b"x")
-    mover = LmstfyMover(store, nothing_to_adopt)
+    mover = LmstfyMover(layout, nothing_to_adopt)
     with caplog.at_level(logging.INFO, logger="lmstfy_py.store.lmstfy_format"):
         await mover.check()
         assert "pool default holds jobs lmstfy left (1 ready, 0 on its timer, 0 dead)" in caplog.text
-        assert store.present
+        assert layout.present
         await consume_all(store, ["q"])
         await mover.check()
     assert "pool default: nothing of lmstfy's layout remains" in caplog.text
-    assert not store.present  # consumes no longer look at lmstfy's keys
+    assert not layout.present  # consumes no longer look at lmstfy's keys
     lmstfy.publish(NS, "q", b"again")  # until a later check finds lmstfy's jobs again
     await mover.check()
-    assert store.present
+    assert layout.present
 
 
 async def test_a_pool_is_served_so_when_lmstfys_keys_are_found(redis_url: str, lmstfy: LmstfyPool) -> None:
@@ -347,7 +351,7 @@ async def test_a_pool_is_served_so_when_lmstfys_keys_are_found(redis_url: str, l
     found = Pools.connect(configs)
     try:
         assert [store.pool for store in await found.serve_lmstfy_layouts(configs)] == ["default"]
-        assert isinstance(found.get("default"), LmstfyFormat)
+        assert isinstance(getattr(found.get("default"), "layout", None), LmstfyLayout)
         never = {"default": PoolConfig("default", url=redis_url, format="lmstfy-py")}
         assert await Pools.connect(never).serve_lmstfy_layouts(never) == []
     finally:

@@ -1,0 +1,160 @@
+"""What every part of an Engine shares (store/engine.py): its wiring, the constants, the small
+helpers and the types its operations answer. The operations live by concern in engine.py (publish,
+consume, a job, a queue), dead_letter.py and namespace_ops.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from lmstfy_py.store import keys
+from lmstfy_py.store.layout import Layout
+from lmstfy_py.store.scripts import Arg, Command, Script, ScriptClient, Scripts
+from lmstfy_py.store.wake import WakeHub
+from lmstfy_py.types import Job, NewJob
+
+PEEK_SCAN = 50  # ready elements peek looks past when their jobs expired
+CHUNK = 1000  # elements one destroy/respawn/delete/pump call handles, so Redis never blocks long
+WAIT_SLICE_S = 5.0  # a long-poll re-checks at least this often, in case a wake token was lost with a crashed process
+# A namespace purged by another process is registered again by this one's publishes within this time.
+REGISTER_EVERY_S = 10.0
+
+RedisClient = Redis | RedisCluster
+
+
+def index_due(ns: str, due_ms: int) -> Command:
+    """Lowers the namespace's entry in the due index to due_ms (the pump's sweep reads it)."""
+    return ("ZADD", keys.DUE_INDEX, "LT", due_ms, ns)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def ttl_seconds(pttl_ms: int) -> int:
+    """Seconds a job has left, rounded up so that only "no expiry" reads as 0."""
+    return 0 if pttl_ms < 0 else (pttl_ms + 999) // 1000
+
+
+def as_int(value: Any) -> int | None:
+    """A number a script returned, None for an absent field (false, which arrives as None)."""
+    return None if value is None else int(value)
+
+
+def as_text(value: Any) -> str | None:
+    return None if value is None else bytes(value).decode("utf-8", "replace")
+
+
+# Built once per queue rather than per request (the same strings for every job of a queue); bounded so
+# that clients naming endless queues cannot grow it.
+@functools.lru_cache(maxsize=4096)
+def queue_keys(ns: str, queue: str) -> tuple[str, ...]:
+    """A queue's ready list, priority set, wake list and meta hash, as the scripts take them."""
+    return keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)
+
+
+@dataclass(frozen=True, slots=True)
+class PumpResult:
+    to_ready: int
+    to_dead: int
+    next_due_ms: int  # -1: the namespace's timer is empty
+
+
+class EngineObserver:
+    """Told of each job operation after it succeeded (metrics count them); this one ignores them."""
+
+    def published(self, pool: str, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None) -> None:
+        """`jobs`: those stored (not duplicates); `replaces`: the job a re-publish ACKed in the same step."""
+
+    def consumed(self, pool: str, ns: str, queues: Sequence[str], count: int, jobs: Sequence[Job]) -> None:
+        """`count`: how many jobs were asked for; `jobs` may be fewer, or none."""
+
+    def acked(self, pool: str, ns: str, queue: str, job_id: str) -> None:
+        pass
+
+    def respawned(self, pool: str, ns: str, queue: str, count: int) -> None:
+        pass
+
+    def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
+        pass
+
+
+class TimerSignal:
+    """How an Engine tells its pool's timer pump of each timer entry it adds (due at due_ms), so
+    the pump wakes before its planned time. Made in Runtime.start, given to both."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[int], None]] = []
+
+    def listen(self, listener: Callable[[int], None]) -> None:
+        self._listeners.append(listener)
+
+    def scheduled(self, due_ms: int) -> None:
+        for listener in self._listeners:
+            listener(due_ms)
+
+
+class EngineBase:
+    """An Engine's wiring and the steps its operations share."""
+
+    def __init__(
+        self,
+        pool: str,
+        client: RedisClient,
+        blocking_client: RedisClient,
+        *,
+        scripts: Scripts,
+        script_client: ScriptClient | None = None,
+        observer: EngineObserver | None = None,
+        timers: TimerSignal | None = None,
+    ) -> None:
+        self.pool = pool
+        self.redis = client
+        # The script steps' client: a PipelinedRedis on standalone pools (store/pipelined.py), else `client`.
+        self.script_client: ScriptClient = script_client or client
+        # Each BRPOP holds a connection for its whole wait: they get their own pool.
+        self.blocking = blocking_client
+        self.wake_hub = WakeHub(blocking_client)
+        self.scripts = scripts
+        self.observer = observer or EngineObserver()
+        self.timers = timers or TimerSignal()
+        self.ticks = TimerSignal()  # of the schedules' ticks: the pool's scheduler listens
+        self._registered: dict[str, float] = {}  # namespace -> when to register it again (monotonic)
+        # What the pool holds besides our layout (store/layout.py); None, the common case, costs nothing.
+        self.layout: Layout | None = None
+
+    async def register_namespace(self, ns: str) -> None:
+        # Before the first job lands, so the pump's sweep always knows every namespace with a timer.
+        if self._registered.get(ns, 0.0) <= time.monotonic():
+            await self.redis.sadd(keys.NAMESPACES, ns)
+            self._registered[ns] = time.monotonic() + REGISTER_EVERY_S
+
+    async def _scheduled(self, ns: str, due_ms: int) -> None:
+        """A timer entry due at due_ms was added or moved: lower the due index, wake the pump."""
+        await self.script_client.execute_command(*index_due(ns, due_ms))
+        self.timers.scheduled(due_ms)
+
+    async def _drain(self, script: Script, call_keys: Sequence[str], kind: Sequence[Arg], ns: str, queue: str) -> int:
+        """Repeats a chunked destroy until it reports nothing left; how many jobs it deleted."""
+        args = [keys.job(ns, queue, ""), CHUNK, *kind]
+        total, left = 0, 1
+        while left:
+            deleted, left = await script(self.script_client, call_keys, args)
+            total += deleted
+        return total
+
+    async def _destroy_ours(self, ns: str, queue: str) -> int:
+        """Drops every ready job of the queue in our layout with its data; how many were dropped."""
+        dropped = await self._drain(
+            self.scripts.destroy, [keys.priority(ns, queue), keys.wake(ns, queue)], ["z"], ns, queue
+        )
+        return dropped + await self._drain(
+            self.scripts.destroy, [keys.ready(ns, queue), keys.wake(ns, queue)], ["l"], ns, queue
+        )

@@ -1,0 +1,117 @@
+"""An Engine's operations on a whole namespace: its registry, purge, timer pump and recurring jobs
+(a part of Engine, store/engine.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lmstfy_py.schedules import Schedule, ScheduleState
+from lmstfy_py.store import keys, schedule_ops
+from lmstfy_py.store.engine_base import CHUNK, EngineBase, PumpResult, now_ms
+from lmstfy_py.store.scripts import Arg
+
+PURGE_ROUNDS = 5  # purge passes while publishers, consumers or pumps use the namespace it empties
+
+
+class NamespaceOps(EngineBase):
+    async def namespaces(self) -> list[str]:
+        names = _names(await self.redis.smembers(keys.NAMESPACES))
+        return names if self.layout is None else sorted(set(names) | await self.layout.names(None))
+
+    async def queues(self, ns: str) -> list[str]:
+        names = await self._own_queues(ns)
+        return names if self.layout is None else sorted(set(names) | await self.layout.names(ns))
+
+    async def _own_queues(self, ns: str) -> list[str]:
+        return _names(await self.redis.smembers(keys.queues(ns)))
+
+    async def queue_exists(self, ns: str, queue: str) -> bool:
+        """Whether a job was ever published to the queue (it is in the namespace's registry)."""
+        if await self.redis.sismember(keys.queues(ns), queue):
+            return True
+        return self.layout is not None and queue in await self.layout.names(ns)
+
+    async def timer_size(self, ns: str) -> int:
+        return int(await self.redis.zcard(keys.timer(ns)))
+
+    async def purge_namespace(self, ns: str) -> int:
+        """Deletes every job of the namespace (delayed, ready, reserved, dead) and every key of it,
+        CHUNK per script call; returns how many jobs were deleted.
+
+        Each step is one script that deletes jobs with their elements, so whatever another process
+        does meanwhile (publish, consume, pump), no job is left half deleted. Rounds repeat until
+        the last step (forget_namespace.lua) finds nothing left; a namespace still in use after
+        PURGE_ROUNDS keeps what was published meanwhile, intact.
+        """
+        total = await self.layout.drop_namespace(ns) if self.layout is not None else 0
+        await schedule_ops.forget_namespace(self, ns)
+        for _ in range(PURGE_ROUNDS):
+            total += await self._purge_round(ns, await self._own_queues(ns))
+            if await self._forget(ns):
+                break
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.srem(keys.NAMESPACES, ns)
+        pipe.zrem(keys.DUE_INDEX, ns)
+        await pipe.execute()
+        self._registered.pop(ns, None)
+        return total
+
+    async def _forget(self, ns: str) -> bool:
+        call_keys = [keys.timer(ns), keys.queues(ns)]
+        prefixes = [keys.ready_prefix(ns), keys.dead_prefix(ns), keys.wake_prefix(ns)]
+        prefixes += [keys.priority_prefix(ns), keys.meta_prefix(ns)]
+        return bool(await self.scripts.forget_namespace(self.script_client, call_keys, prefixes))
+
+    async def _purge_round(self, ns: str, queues: Sequence[str]) -> int:
+        total, left = 0, 1
+        while left:
+            deleted, left = await self.scripts.purge_timer(
+                self.script_client, [keys.timer(ns)], [CHUNK, keys.job_prefix(ns), keys.meta_prefix(ns)]
+            )
+            total += deleted
+        for queue in queues:
+            # destroy.lua empties any list of (tries, id) elements with their jobs' data: dead letters too.
+            total += await self._destroy_ours(ns, queue)
+            total += await self._drain(
+                self.scripts.destroy, [keys.dead(ns, queue), keys.wake(ns, queue)], ["l"], ns, queue
+            )
+        return total
+
+    async def pump(self, ns: str, now: int) -> PumpResult:
+        """Moves every due timer member of the namespace, CHUNK per script call."""
+        args: list[Arg] = [now, CHUNK, keys.job_prefix(ns), keys.ready_prefix(ns), keys.dead_prefix(ns)]
+        args += [keys.wake_prefix(ns), keys.priority_prefix(ns), keys.meta_prefix(ns)]
+        to_ready = to_dead = 0
+        while True:
+            ready, dead, next_due = await self.scripts.pump(self.script_client, [keys.timer(ns)], args)
+            to_ready, to_dead = to_ready + ready, to_dead + dead
+            if next_due == -1 or next_due > now:
+                result = PumpResult(to_ready, to_dead, next_due)
+                self.observer.pumped(self.pool, ns, result)
+                return result
+
+    async def timer_head(self, ns: str) -> int:
+        """Due ms of the namespace's earliest timer member, -1 when empty."""
+        head = await self.redis.zrange(keys.timer(ns), 0, 0, withscores=True)
+        return int(head[0][1]) if head else -1
+
+    # -- recurring jobs (store/schedule_ops.py) --------------------------------------------------
+
+    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
+        """Registers or replaces a schedule; returns whether it is new, and its first tick (ms)."""
+        return await schedule_ops.put(self, ns, schedule, now_ms())
+
+    async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]:
+        return await schedule_ops.listed(self, ns, queue)
+
+    async def schedule(self, ns: str, queue: str, name: str) -> ScheduleState:
+        return await schedule_ops.one(self, ns, queue, name)
+
+    async def delete_schedule(self, ns: str, queue: str, name: str) -> None:
+        await schedule_ops.delete(self, ns, queue, name)
+
+
+def _names(members: set[Any]) -> list[str]:
+    """Set members as text, sorted (the clients answer bytes: no decode_responses)."""
+    return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)

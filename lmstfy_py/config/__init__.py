@@ -29,72 +29,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from lmstfy_py.config import lmstfy
-from lmstfy_py.config.model import (
-    COMMAND_LINE,
-    DEFAULT_POOL,
-    FSYNC_POLICIES,
-    HOST_NAME_RE,
-    HTTP_SERVERS,
-    LOG_FORMATS,
-    LOG_LEVELS,
-    MAX_CONNECTION_TIMEOUT,
-    MAX_CONSUME_TIMEOUT,
-    NAME_RE,
-    POOL_FORMATS,
-    POOL_KINDS,
-    UINT16_MAX,
-    UINT32_MAX,
-    URL_SCHEMES,
-    Config,
-    ConfigError,
-    Defaults,
-    FsyncPolicy,
-    HttpServer,
-    IpNetwork,
-    LogConfig,
-    LogFormat,
-    PoolConfig,
-    PoolFormat,
-    PoolKind,
-    PushConfig,
-    ServerConfig,
-)
+from lmstfy_py.config import lmstfy, model
+from lmstfy_py.config.model import *  # noqa: F403  # the dataclasses and names, as lmstfy_py.config's
+from lmstfy_py.config.model import COMMAND_LINE, DEFAULT_POOL, Config
 from lmstfy_py.config.reader import Reader, read_toml
 from lmstfy_py.config.sections import parse_document, read_pool, read_server
 
-__all__ = [
-    "COMMAND_LINE",
-    "DEFAULT_POOL",
-    "FSYNC_POLICIES",
-    "HOST_NAME_RE",
-    "HTTP_SERVERS",
-    "LOG_FORMATS",
-    "LOG_LEVELS",
-    "MAX_CONNECTION_TIMEOUT",
-    "MAX_CONSUME_TIMEOUT",
-    "NAME_RE",
-    "POOL_FORMATS",
-    "POOL_KINDS",
-    "UINT16_MAX",
-    "UINT32_MAX",
-    "URL_SCHEMES",
-    "Config",
-    "ConfigError",
-    "Defaults",
-    "FsyncPolicy",
-    "HttpServer",
-    "IpNetwork",
-    "LogConfig",
-    "LogFormat",
-    "PoolConfig",
-    "PoolFormat",
-    "PoolKind",
-    "PushConfig",
-    "ServerConfig",
-    "load_config",
-    "parse_document",
-]
+__all__ = ["load_config", "parse_document"]
+__all__ += model.__all__
 
 
 def load_config(

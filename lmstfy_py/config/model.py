@@ -11,6 +11,38 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+__all__ = [
+    "COMMAND_LINE",
+    "DEFAULT_POOL",
+    "FSYNC_POLICIES",
+    "HOST_NAME_RE",
+    "HTTP_SERVERS",
+    "HTTP_SERVER_MODULES",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "MAX_CONNECTION_TIMEOUT",
+    "MAX_CONSUME_TIMEOUT",
+    "NAME_RE",
+    "POOL_FORMATS",
+    "POOL_KINDS",
+    "UINT16_MAX",
+    "UINT32_MAX",
+    "URL_SCHEMES",
+    "Config",
+    "ConfigError",
+    "Defaults",
+    "FsyncPolicy",
+    "HttpServer",
+    "IpNetwork",
+    "LogConfig",
+    "LogFormat",
+    "PoolConfig",
+    "PoolFormat",
+    "PoolKind",
+    "PushConfig",
+    "ServerConfig",
+]
+
 UINT32_MAX = 2**32 - 1
 UINT16_MAX = 2**16 - 1
 MAX_CONSUME_TIMEOUT = 600

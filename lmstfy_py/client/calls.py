@@ -18,6 +18,7 @@ from lmstfy_py.client.errors import LmstfyError, ServerError, error_for
 from lmstfy_py.client.job import Job
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 NEVER_EXPIRES_GO = 4294967295  # Go lmstfy's ttl for a job without one (its uint32 of -1)
 ERROR_KEYS = ("error", "msg", "err")
@@ -83,6 +84,15 @@ class Call(Generic[T]):
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ServerError(f"unexpected answer: {exc!r}", answer.status, answer.request_id) from exc
+
+    def then(self, step: Callable[[T], U]) -> Call[U]:
+        """This request, its answer read on by `step`."""
+        reader = self.reader
+
+        def read(answer: Answer) -> U:
+            return step(reader(answer))
+
+        return Call(self.method, self.path, read, self.params, self.body, self.headers, self.repeatable, self.wait_s)
 
 
 # -- readers -------------------------------------------------------------------------------------

@@ -57,6 +57,16 @@ class Endpoint:
             target += "?" + urlencode(call.params, safe=QUERY_SAFE)
         return httpcore.URL(scheme=self.scheme, host=self.host, port=self.port, target=target.encode())
 
+    def request(self, call: Call[Any]) -> dict[str, Any]:
+        """The arguments of httpcore's `request` (blocking or awaited) for `call`."""
+        return {
+            "method": call.method,
+            "url": self.url(call),
+            "headers": self.request_headers(call),
+            "content": call.body,
+            "extensions": self.extensions(call),
+        }
+
     def request_headers(self, call: Call[Any]) -> list[tuple[bytes, bytes]]:
         return [*self.headers, *((k.encode(), v.encode()) for k, v in call.headers.items())]
 

@@ -1,53 +1,38 @@
-"""`Client`: every data-plane route, blocking. AsyncClient (aio.py) is its asyncio twin: both send
-the same `Call`s (routes.py) and read the answers alike (calls.py); only the waiting differs."""
+"""`Client`: every data-plane route, blocking. Its methods and its send are written once, for
+AsyncClient (aio.py) too (methods.py, core.py): here are only its connections, which block."""
 
 from __future__ import annotations
 
-import ssl
 import time
-from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, TypeVar, Unpack
+from typing import Any, TypeVar
 
 import httpcore
 
 from lmstfy_py.client.calls import Call
-from lmstfy_py.client.connection import Endpoint, answer_of, pool_options
-from lmstfy_py.client.errors import LmstfyError
-from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
-from lmstfy_py.client.retry import TRANSPORT_ERRORS, RetryPolicy, transport_failure
-from lmstfy_py.client.routes import PublishArgs, PublishOptions, Routes, ScheduleArgs
+from lmstfy_py.client.core import Blocking, run_blocking
+from lmstfy_py.client.methods import Methods
 
 T = TypeVar("T")
 
 
-class Client:
+class Client(Methods, Blocking):
     """A client of one namespace of an lmstfy-py (or Go lmstfy) server, over one pool of keep-alive
-    connections; thread-safe. Use it as a context manager, or call `close()`.
-
-    `url` is the data API (`http://host:7777`; https with `ssl_context`, or the system's CAs).
-    `timeout` bounds connecting, each read and each write (a long-poll's read gets its wait on
-    top). Failed requests are retried as retry.py says: `retries` more attempts, backing off from
-    `backoff` seconds up to `max_backoff`.
+    connections; thread-safe. Use it as a context manager, or call `close()`. Its parameters: see `__init__`.
     """
 
-    def __init__(
-        self,
-        url: str,
-        namespace: str,
-        token: str,
-        *,
-        timeout: float = 30.0,
-        retries: int = 5,
-        backoff: float = 0.1,
-        max_backoff: float = 2.0,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        self.namespace = namespace
-        self.routes = Routes(namespace)
-        self.retry = RetryPolicy(retries, backoff, max_backoff)
-        self._endpoint = Endpoint.of(url, token, timeout)
-        self._pool = httpcore.ConnectionPool(**pool_options(ssl_context))
+    def _connect(self, options: dict[str, Any]) -> None:
+        self._pool = httpcore.ConnectionPool(**options)
+
+    async def _request(self, call: Call[Any]) -> httpcore.Response:
+        return self._pool.request(**self._endpoint.request(call))
+
+    async def _pause(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def send(self, call: Call[T]) -> T:
+        """Sends `call`, retrying as self.retry allows; its answer as read, or the client's exception."""
+        return run_blocking(self._send(call))
 
     def close(self) -> None:
         self._pool.close()
@@ -57,168 +42,3 @@ class Client:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
-
-    def send(self, call: Call[T]) -> T:
-        """Sends `call`, retrying as self.retry allows; its answer as read, or the client's exception."""
-        attempt = 0
-        while True:
-            try:
-                answer = answer_of(
-                    self._pool.request(
-                        call.method,
-                        self._endpoint.url(call),
-                        headers=self._endpoint.request_headers(call),
-                        content=call.body,
-                        extensions=self._endpoint.extensions(call),
-                    )
-                )
-            except TRANSPORT_ERRORS as exc:
-                failure: LmstfyError = transport_failure(exc)
-            else:
-                if answer.status != 503:
-                    return call.read(answer)
-                failure = answer.error()
-            delay = self.retry.delay(attempt, failure, call.repeatable)
-            if delay is None:
-                raise failure
-            time.sleep(delay)
-            attempt += 1
-
-    # -- publish -----------------------------------------------------------------------------------
-
-    def publish(
-        self, queue: str, data: bytes | str, *, job_id: str | None = None, **options: Unpack[PublishArgs]
-    ) -> str:
-        """Publishes one job; its id. With `job_id` (the business's own id) a job with that id still
-        alive in the queue makes this a duplicate: nothing is created and the id is returned."""
-        return self.send(self.routes.publish(queue, data, PublishOptions(**options), job_id))
-
-    def publish_many(
-        self, queue: str, items: Sequence[Any], *, job_ids: Sequence[str] | None = None, **options: Unpack[PublishArgs]
-    ) -> list[str]:
-        """lmstfy's bulk publish: 1..64 JSON values, each value's JSON text one job's data; their ids."""
-        return self.send(self.routes.publish_many(queue, items, PublishOptions(**options), job_ids))
-
-    def republish(
-        self, queue: str, old_id: str, data: bytes | str, *, job_id: str | None = None, **options: Unpack[PublishArgs]
-    ) -> str:
-        """ACKs job `old_id` and publishes `data` as a new job, in one step; the new id."""
-        return self.send(self.routes.republish(queue, old_id, data, PublishOptions(**options), job_id))
-
-    # -- consume and a worker's verbs --------------------------------------------------------------
-
-    def consume(self, queues: str | Sequence[str], *, ttr: float | None = None, timeout: int = 0) -> Job | None:
-        """Reserves the next job of the queues (the first listed wins) for `ttr` seconds, waiting up to
-        `timeout` seconds for one; None when none came."""
-        jobs = self.send(self.routes.consume(queues, ttr, timeout, 1))
-        return jobs[0] if jobs else None
-
-    def consume_many(
-        self, queues: str | Sequence[str], count: int, *, ttr: float | None = None, timeout: int = 0
-    ) -> list[Job]:
-        """Reserves up to `count` (1..100) jobs at once; [] when none came within `timeout`."""
-        return self.send(self.routes.consume(queues, ttr, timeout, count))
-
-    def ack(self, queue: str, job_id: str) -> None:
-        """The job is done: never delivered again (whether or not it still existed)."""
-        self.send(self.routes.ack(queue, job_id))
-
-    def ack_many(self, queue: str, job_ids: Sequence[str]) -> None:
-        """ACKs jobs of one queue with lmstfy-py's batch ACK, 100 per request."""
-        for call in self.routes.ack_many(queue, job_ids):
-            self.send(call)
-
-    def release(
-        self,
-        queue: str,
-        job_id: str,
-        *,
-        delay: float | None = None,
-        reason: str | None = None,
-        untried: bool = False,
-    ) -> Released:
-        """Ends the reservation: ready again after `delay` (None: the job's backoff), or buried when no
-        try is left. `reason` (at most 1024 bytes) becomes its last error. `untried`: the job was
-        not worked on, so its try and attempt are given back (lmstfy-py only)."""
-        return self.send(self.routes.release(queue, job_id, delay, reason, untried))
-
-    def touch(self, queue: str, job_id: str, *, ttr: float | None = None) -> int:
-        """The reservation now ends `ttr` seconds from now; that time, in unix ms."""
-        return self.send(self.routes.touch(queue, job_id, ttr))
-
-    def bury(self, queue: str, job_id: str, *, reason: str | None = None) -> None:
-        """Moves the reserved job to the dead letter now."""
-        self.send(self.routes.bury(queue, job_id, reason))
-
-    # -- look, count, drop --------------------------------------------------------------------------
-
-    def peek(self, queue: str) -> Job | None:
-        """The job a consumer would get next, not consumed; None when the queue is empty."""
-        return self.send(self.routes.peek(queue))
-
-    def peek_job(self, queue: str, job_id: str) -> Job | None:
-        """A job whatever its state, with the state fields on lmstfy-py; None when it does not exist."""
-        return self.send(self.routes.peek_job(queue, job_id))
-
-    def size(self, queue: str) -> int:
-        """Jobs ready now."""
-        return self.send(self.routes.size(queue))
-
-    def stats(self, queue: str) -> QueueStats:
-        return self.send(self.routes.stats(queue))
-
-    def destroy(self, queue: str) -> None:
-        """Drops every ready job of the queue."""
-        self.send(self.routes.destroy(queue))
-
-    def pause(self, queue: str) -> None:
-        self.send(self.routes.pause(queue, True))
-
-    def resume(self, queue: str) -> None:
-        self.send(self.routes.pause(queue, False))
-
-    # -- dead letter --------------------------------------------------------------------------------
-
-    def dead_letter(self, queue: str) -> DeadLetter:
-        return self.send(self.routes.dead_letter(queue))
-
-    def dead_letter_size(self, queue: str) -> int:
-        return self.send(self.routes.dead_letter_size(queue))
-
-    def respawn(self, queue: str, *, limit: int = 1, ttl: int | None = None) -> int:
-        """Moves up to `limit` dead jobs, oldest first, back to ready; how many moved."""
-        return self.send(self.routes.respawn(queue, limit, ttl))
-
-    def delete_dead(self, queue: str, *, limit: int = 1) -> None:
-        self.send(self.routes.delete_dead(queue, limit))
-
-    def dead_jobs(self, queue: str, *, limit: int | None = None, after: str | None = None) -> DeadPage:
-        """A page of dead jobs, oldest first, after job `after` (the previous page's `next`)."""
-        return self.send(self.routes.dead_jobs(queue, limit, after))
-
-    def respawn_dead_job(
-        self, queue: str, job_id: str, *, ttl: int | None = None, tries: int | None = None, delay: float | None = None
-    ) -> None:
-        self.send(self.routes.respawn_dead_job(queue, job_id, ttl, tries, delay))
-
-    def delete_dead_job(self, queue: str, job_id: str) -> None:
-        self.send(self.routes.delete_dead_job(queue, job_id))
-
-    # -- recurring jobs -----------------------------------------------------------------------------
-
-    def schedule(self, queue: str, name: str, data: bytes | str, **options: Unpack[ScheduleArgs]) -> Scheduled:
-        """Registers (or replaces) schedule `name` of the queue: a job of `data` at each tick of `cron`
-        (5 fields or an @alias, read in `tz`) or `every` seconds (give one of them)."""
-        return self.send(self.routes.schedule(queue, name, data, options))
-
-    def schedules(self, queue: str) -> list[Schedule]:
-        """The queue's schedules, by name."""
-        return self.send(self.routes.schedules(queue))
-
-    def get_schedule(self, queue: str, name: str) -> Schedule | None:
-        """Schedule `name` of the queue, or None when there is none."""
-        return self.send(self.routes.get_schedule(queue, name))
-
-    def delete_schedule(self, queue: str, name: str) -> None:
-        """No more ticks (the jobs it published stay); NotFound when there is no such schedule."""
-        self.send(self.routes.delete_schedule(queue, name))

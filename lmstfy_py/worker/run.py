@@ -21,6 +21,8 @@
   it, stuck until its ttr. Jobs still waiting are released at once, untried (their try given
   back). Handlers get `grace` seconds; the jobs of those still running are released at once for
   another worker, and their late results are ignored.
+
+Releases, burials and give-backs are sent by settle.py.
 """
 
 from __future__ import annotations
@@ -33,17 +35,17 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Released, Throttled, Unavailable
+from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Throttled, Unavailable
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.worker.acks import AckBatcher
-from lmstfy_py.worker.handlers import MAX_REASON_BYTES, failure_reason, truncate_utf8, where
 from lmstfy_py.worker.metrics import Recorder
 from lmstfy_py.worker.pace import Pace
+from lmstfy_py.worker.settle import BACKOFF_S, MAX_BACKOFF_S, Settler
+from lmstfy_py.worker.settle import STOPPED_REASON as STOPPED_REASON  # imported from here by callers
 
 log = logging.getLogger("lmstfy_py.worker")
-T = TypeVar("T")
 
 # Consumes in flight at most, each for up to `count` of the free room and each on a connection of
 # its own (one client per consume loop): while some wait for the server's answer, the jobs of the
@@ -53,15 +55,8 @@ T = TypeVar("T")
 # on connections of their own six did best (docs/PERFORMANCE.md, "The Python worker"). The
 # half-consume rule keeps a small buffer from being split into small consumes.
 FETCHERS = 6
-BACKOFF_S = 0.1  # the first pause after a failed consume; doubled up to MAX_BACKOFF_S
-MAX_BACKOFF_S = 5.0
 MIN_TOUCH_PERIOD_S = 0.05
-SETTLE_ATTEMPTS = 5  # a release or bury that provably never reached the server is sent up to this often
-# A stop's releases in flight at once: sent all together, the hundreds a busy worker holds opened
-# up to 100 connections (the client's pool) to the server.
-GIVE_BACKS_AT_ONCE = 16
 ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried
-STOPPED_REASON = "the worker stopped before the handler finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +127,7 @@ class Run:
         self.deadline = math.inf  # loop time when the grace ends
         self.crash: BaseException | None = None
         self.pace = Pace(settings.concurrency, self.loop.time())
-        self.give_backs = asyncio.Semaphore(GIVE_BACKS_AT_ONCE)
+        self.settler = Settler(client)
 
     def request_stop(self) -> None:
         if self.stopping.is_set():
@@ -309,43 +304,10 @@ class Run:
         self.tally.failed += 1
         if isinstance(failure, Bury):
             self.metrics.failed(job.queue, seconds, "bury")
-            await self._bury(job, failure)
+            await self.settler.bury(job, failure)
         else:
             self.metrics.failed(job.queue, seconds, "release")
-            await self._release(job, failure)
-
-    async def _release(self, job: Job, failure: Exception) -> None:
-        reason = failure_reason(failure)
-        what = f"job {job.id} of {job.queue} failed at {where(failure)}: {reason}"
-        try:
-            released = await self._settle(lambda: self.client.release(job.queue, job.id, reason=reason))
-        except LmstfyError as exc:
-            log.warning("%s; not released (%s): it comes back after its ttr", what, exc)
-            return
-        log.warning("%s; %s", what, _released_text(released))
-
-    async def _bury(self, job: Job, bury: Bury) -> None:
-        reason = truncate_utf8(bury.reason, MAX_REASON_BYTES)
-        try:
-            await self._settle(lambda: self.client.bury(job.queue, job.id, reason=reason or None))
-        except LmstfyError as exc:
-            log.warning("job %s of %s: bury (%s) failed: %s", job.id, job.queue, reason, exc)
-            return
-        log.warning("job %s of %s buried: %s", job.id, job.queue, reason or "(no reason)")
-
-    async def _settle(self, send: Callable[[], Awaitable[T]], until: float = math.inf) -> T:
-        """Sends a release or bury, again only while the failure proves it never reached the server
-        (a repeat of one that did could end another worker's reservation of the job) and before
-        `until` (loop time; past it the reservation may have ended, and the job be another's)."""
-        for attempt in range(SETTLE_ATTEMPTS - 1):
-            delay = backoff_delay(attempt, BACKOFF_S, MAX_BACKOFF_S)
-            try:
-                return await send()
-            except Unavailable as exc:
-                if exc.sent or self.loop.time() + delay >= until:
-                    raise
-            await asyncio.sleep(delay)
-        return await send()
+            await self.settler.release(job, failure)
 
     # -- leases ----------------------------------------------------------------------------------
 
@@ -368,7 +330,8 @@ class Run:
             held = self.waiting.popleft()
             held.abandoned = True
             expired += 1
-            self._track(self._give_back_untried(held.job, until=held.lease_ends))
+            self.tally.given_back += 1
+            self._track(self.settler.give_back_untried(held.job, until=held.lease_ends))
         if expired:
             # Never more places than the buffer has: one handler's end then lets the worker consume again.
             self.stale = min(self.stale + expired, self._prefetch())
@@ -410,7 +373,8 @@ class Run:
             running.abandoned = True
             if running.task is not None:
                 running.task.cancel()  # an async handler stops; a sync one's thread runs on, ignored
-        await asyncio.gather(*(self._give_back(r.job) for r in unfinished))
+        self.tally.given_back += len(unfinished)
+        await asyncio.gather(*(self.settler.give_back(r.job) for r in unfinished))
 
     def _give_back_waiting(self) -> None:
         """The jobs whose handlers never started go back at once, untried, while the stop goes on."""
@@ -419,43 +383,5 @@ class Run:
         while self.waiting:
             held = self.waiting.popleft()
             held.abandoned = True
-            self._track(self._give_back_untried(held.job))
-
-    async def _give_back_untried(self, job: Job, until: float = math.inf) -> None:
-        """Ready again at once with its try and attempt given back (and no new last error): its
-        handler never ran."""
-        self.tally.given_back += 1
-        try:
-            async with self.give_backs:
-                if self.loop.time() >= until:  # queued too long behind other releases: it may be another's now
-                    log.warning("job %s of %s not started; not released in time: it comes back", job.id, job.queue)
-                    return
-                await self._settle(lambda: self.client.release(job.queue, job.id, delay=0, untried=True), until)
-        except LmstfyError as exc:
-            log.warning(
-                "job %s of %s not started; not released (%s): it comes back after its ttr", job.id, job.queue, exc
-            )
-
-    async def _give_back(self, job: Job) -> None:
-        """Ready again at once for another worker (a job with no try left goes to the dead letter)."""
-        self.tally.given_back += 1
-        try:
-            async with self.give_backs:
-                released = await self._settle(
-                    lambda: self.client.release(job.queue, job.id, delay=0, reason=STOPPED_REASON)
-                )
-        except LmstfyError as exc:
-            log.warning(
-                "job %s of %s did not finish; not released (%s): it comes back after its ttr", job.id, job.queue, exc
-            )
-            return
-        log.warning(
-            "job %s of %s did not finish within the grace period; %s", job.id, job.queue, _released_text(released)
-        )
-
-
-def _released_text(released: Released) -> str:
-    if released.buried:
-        return "no try left: now in the dead letter"
-    wait_s = max(0, (released.due_ms or 0) - time.time() * 1000) / 1000
-    return f"released: ready again in {wait_s:.1f} s ({released.remain_tries} tries left)"
+            self.tally.given_back += 1
+            self._track(self.settler.give_back_untried(held.job))

@@ -14,7 +14,7 @@ to a field case-insensitively and ignoring keys it does not know:
     [AdminRedis] Addr, Password, DB, MasterName  -> [admin] pool: the pool on the same Redis
                                                     ([admin] metrics_public = true: lmstfy's /metrics is open)
 
-Each key is translated into our own layout, which config.py then checks like our own file; an
+Each key is translated into our own layout, which sections.py then checks like our own file; an
 error names lmstfy's key (`lmstfy.toml: [Pool.default] Addr: ...`). A pool here is lmstfy-format:
 its Redis may hold what lmstfy left there. `Addr` with `MasterName` lists Sentinels, comma-separated
 (lmstfy asks the first one whether it is a Sentinel; the master name decides here). A key that
@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
-from lmstfy_py.config import DEFAULT_POOL, Config, ConfigError, parse_document
+from lmstfy_py.config.model import DEFAULT_POOL, Config, ConfigError
+from lmstfy_py.config.sections import parse_document
 
 # The pool the AdminRedis becomes when no [Pool.*] uses the same Redis.
 ADMIN_POOL = "lmstfy-admin"

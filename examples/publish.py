@@ -12,9 +12,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from lmstfy_py.client import Client
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import (
     AsyncClient,
     BadRequest,
@@ -21,7 +22,6 @@ from lmstfy_py.client import (
     Throttled,
     Unauthorized,
 )
-from tests.servers import Server
 
 UNKNOWN_ID = "01M80JAJJVYF6PEPP4G0F00000"
 

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness.lmstfy_servers import Server, create_token, free_port
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.client import Client, Unavailable
-from tests.redis_procs import RedisProcess
-from tests.servers import Server, create_token, free_port
 
 T = TypeVar("T")
 NS = "retries"

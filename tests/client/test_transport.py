@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server, free_port
 from lmstfy_py.client import AsyncClient, Client, Unavailable
-from tests.servers import Server, free_port
 
 NS = "transport"
 PUBLISHED = b'{"msg":"published","job_id":"01M80JAJJVYF6PEPP4G0F00000"}'

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness.lmstfy_servers import Server, free_port
 from lmstfy_py.client import Client
 from lmstfy_py.worker.run import STOPPED_REASON
-from tests.servers import Server, free_port
 from tests.worker.conftest import drained, wait_until
 
 HANDLERS = """

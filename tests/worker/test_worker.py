@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
 from lmstfy_py.worker.pace import MAX_AUTO_PREFETCH
 from lmstfy_py.worker.run import STOPPED_REASON
-from tests.endpoints import served_in_thread
-from tests.servers import Server, create_token
+from tests.fixtures.push_endpoints import served_in_thread
 from tests.worker.conftest import drained, reserved_and_ready, running, wait_until
 
 

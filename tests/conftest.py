@@ -202,7 +202,7 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
 
 
 @pytest.fixture
-def make_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[], Server]]:
+def make_lmstfy_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[], Server]]:
     """Builds `lmstfy-py serve` processes (not started) on one data dir and one pair of ports, so that a
     second one is the first restarted; cleans them all up."""
     made: list[Server] = []
@@ -243,7 +243,7 @@ async def standalone_runtime(redis_url: str) -> AsyncIterator[Runtime]:
 
 
 @pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
+def two_lmstfy_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
     """Two `lmstfy-py serve` processes on the standalone test Redis, started together."""
     servers = (
         Server(tmp_path / "a", redis_url=redis_url, http_server=http_server),

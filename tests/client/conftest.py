@@ -9,12 +9,12 @@ import pytest
 
 from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import AsyncClient
-from tests.fixtures.module_server import client, namespace, server, token
+from tests.fixtures.module_server import client, lmstfy_server, namespace, token
 
-__all__ = ["aclient", "client", "namespace", "server", "token"]
+__all__ = ["aclient", "client", "lmstfy_server", "namespace", "token"]
 
 
 @pytest.fixture
-async def aclient(server: Server, namespace: str, token: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(server.data_url, namespace, token, retries=0) as made:
+async def aclient(lmstfy_server: Server, namespace: str, token: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as made:
         yield made

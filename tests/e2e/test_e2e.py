@@ -1,7 +1,7 @@
 """`lmstfy-py serve` as a real process: start-up, HTTP, graceful stop, crash, persistence.
 
 Each server runs its embedded Redis in a tmp data dir on free ports (benchmarks/harness/lmstfy_servers.py); the
-`make_server` fixture (tests/conftest.py) kills whatever is left when a test ends, whatever
+`make_lmstfy_server` fixture (tests/conftest.py) kills whatever is left when a test ends, whatever
 happened to it.
 """
 
@@ -32,7 +32,7 @@ from benchmarks.harness.lmstfy_servers import (
     serve_command,
     wait_until,
 )
-from tests.conftest import EVERY_HTTP_SERVER, make_server
+from tests.conftest import EVERY_HTTP_SERVER, make_lmstfy_server
 
 # Tests elsewhere import the harness from here, as they did before it moved to benchmarks/harness/lmstfy_servers.py.
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
     "alive",
     "child_pids",
     "create_token",
-    "make_server",
+    "make_lmstfy_server",
     "redis_pids",
     "serve_command",
     "wait_until",
@@ -82,8 +82,8 @@ def stop_gracefully(server: Server) -> None:
     assert not alive(server.redis_pid)
 
 
-def test_jobs_and_tokens_survive_a_graceful_restart(make_server: Callable[[], Server], http_server: str) -> None:
-    server = make_server().start()
+def test_jobs_and_tokens_survive_a_graceful_restart(make_lmstfy_server: Callable[[], Server], http_server: str) -> None:
+    server = make_lmstfy_server().start()
     assert f"data {server.data_url}" in server.stderr()
     assert f"({http_server})" in server.stderr()  # the HTTP server the test asked for runs
     assert "redis embedded in" in server.stderr()
@@ -97,15 +97,15 @@ def test_jobs_and_tokens_survive_a_graceful_restart(make_server: Callable[[], Se
         # An idle keep-alive connection must not hold the stop up.
         stop_gracefully(server)
 
-    again = make_server().start()
+    again = make_lmstfy_server().start()
     with httpx.Client(base_url=again.data_url, timeout=5) as client:
         assert size(client) == 2
         assert base64.b64decode(str(consume(client, token)["data"])) == b"job-1"
     stop_gracefully(again)
 
 
-def test_several_workers_serve_and_stop_together(make_server: Callable[[], Server]) -> None:
-    server = make_server().start("--workers", "2")
+def test_several_workers_serve_and_stop_together(make_lmstfy_server: Callable[[], Server]) -> None:
+    server = make_lmstfy_server().start("--workers", "2")
     assert server.proc is not None
     children = child_pids(server.proc.pid)
     assert len(children) == 3  # two workers and the embedded Redis
@@ -125,8 +125,8 @@ def test_several_workers_serve_and_stop_together(make_server: Callable[[], Serve
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="one socket per worker is Linux-only")
-def test_connections_opened_at_once_are_shared_by_the_workers(make_server: Callable[[], Server]) -> None:
-    server = make_server().start("--workers", "2")
+def test_connections_opened_at_once_are_shared_by_the_workers(make_lmstfy_server: Callable[[], Server]) -> None:
+    server = make_lmstfy_server().start("--workers", "2")
     assert server.proc is not None
     workers = [pid for pid in child_pids(server.proc.pid) if pid != server.redis_pid]
     # Opened together, as a pool of clients does: a shared listening socket let one worker take them all.
@@ -141,8 +141,10 @@ def test_connections_opened_at_once_are_shared_by_the_workers(make_server: Calla
     stop_gracefully(server)
 
 
-def test_a_second_server_on_a_busy_port_exits_2_naming_it(make_server: Callable[[], Server], tmp_path: Path) -> None:
-    server = make_server().start("--workers", "2")
+def test_a_second_server_on_a_busy_port_exits_2_naming_it(
+    make_lmstfy_server: Callable[[], Server], tmp_path: Path
+) -> None:
+    server = make_lmstfy_server().start("--workers", "2")
     flags = [
         "--host",
         "127.0.0.1",
@@ -191,8 +193,8 @@ def test_a_bad_config_exits_2_with_one_line(tmp_path: Path, config_text: str, fl
     assert not (tmp_path / "data").exists()  # refused before touching anything
 
 
-def test_a_killed_server_leaves_no_redis_behind(make_server: Callable[[], Server]) -> None:
-    server = make_server().start()
+def test_a_killed_server_leaves_no_redis_behind(make_lmstfy_server: Callable[[], Server]) -> None:
+    server = make_lmstfy_server().start()
     token = create_token(server)
     with httpx.Client(base_url=server.data_url, timeout=5) as client:
         publish(client, token, b"survivor")
@@ -200,7 +202,7 @@ def test_a_killed_server_leaves_no_redis_behind(make_server: Callable[[], Server
     server.wait(STOP_TIMEOUT)
     assert wait_until(lambda: not alive(server.redis_pid), 5)
 
-    again = make_server().start()  # the data dir lock is free again
+    again = make_lmstfy_server().start()  # the data dir lock is free again
     with httpx.Client(base_url=again.data_url, timeout=5) as client:
         # Redis got SIGTERM from the kernel, not SIGKILL: it flushed its AOF on the way out.
         assert base64.b64decode(str(consume(client, token)["data"])) == b"survivor"

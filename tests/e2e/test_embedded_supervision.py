@@ -23,9 +23,9 @@ import redis
 
 from lmstfy_py.store.embedded import LOG_FILE, SOCKET_FILE, ping
 from tests.conftest import EVERY_HTTP_SERVER
-from tests.e2e.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_server, redis_pids
+from tests.e2e.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_lmstfy_server, redis_pids
 
-__all__ = ["make_server"]  # the fixture, imported to be used here
+__all__ = ["make_lmstfy_server"]  # the fixture, imported to be used here
 
 # The server's life with its embedded Redis (start, Redis deaths, SIGTERM), under each HTTP server.
 HTTP_SERVERS = EVERY_HTTP_SERVER
@@ -170,9 +170,9 @@ def kill_redis_under_load(server: Server, token: str) -> Kill:
 
 @pytest.mark.parametrize("workers", ["1", "2"])  # with 2, the worker supervisor owns the Redis
 def test_a_killed_redis_is_restarted_and_serves_again_within_seconds(
-    make_server: Callable[[], Server], workers: str
+    make_lmstfy_server: Callable[[], Server], workers: str
 ) -> None:
-    server = make_server().start("--workers", workers)
+    server = make_lmstfy_server().start("--workers", workers)
     kill = kill_redis_under_load(server, create_token(server))
 
     assert kill.spawned_at - kill.killed_at < NOTICE_S
@@ -198,11 +198,11 @@ def test_a_killed_redis_is_restarted_and_serves_again_within_seconds(
     assert not alive(kill.restarted)
 
 
-def test_no_acknowledged_job_is_lost_when_redis_dies(make_server: Callable[[], Server]) -> None:
+def test_no_acknowledged_job_is_lost_when_redis_dies(make_lmstfy_server: Callable[[], Server]) -> None:
     # The default, fsync always, guarantees it. With `everysec` Redis answers writes it postponed
     # while a background fsync runs: benchmarks/redis_kill_loss.py lost none in 60 kills on an idle
     # disk, and 985 writes in 1 of 85 kills with the disk kept busy (docs/API.md, Durability).
-    server = make_server().start()
+    server = make_lmstfy_server().start()
     token = create_token(server)
     kill = kill_redis_under_load(server, token)
     # Publishes answered 503 may have been applied all the same: those may come out too.
@@ -217,9 +217,9 @@ def _corrupt_aof(data_dir: Path) -> None:
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_redis_that_cannot_restart_stops_the_server_with_exit_1(
-    make_server: Callable[[], Server], workers: str
+    make_lmstfy_server: Callable[[], Server], workers: str
 ) -> None:
-    server = make_server().start("--workers", workers)
+    server = make_lmstfy_server().start("--workers", workers)
     killed = server.redis_pid
     _corrupt_aof(server.data_dir)
     killed_at = time.monotonic()
@@ -243,8 +243,8 @@ def test_a_redis_that_cannot_restart_stops_the_server_with_exit_1(
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
-def test_sigterm_exits_0_and_never_restarts_redis(make_server: Callable[[], Server], workers: str) -> None:
-    server = make_server().start("--workers", workers)
+def test_sigterm_exits_0_and_never_restarts_redis(make_lmstfy_server: Callable[[], Server], workers: str) -> None:
+    server = make_lmstfy_server().start("--workers", workers)
     redis_log = server.data_dir / LOG_FILE
     starts = redis_log.read_text().count("is starting")
     started = time.monotonic()
@@ -258,10 +258,10 @@ def test_sigterm_exits_0_and_never_restarts_redis(make_server: Callable[[], Serv
     assert not [line for line in server.stderr().splitlines() if WATCHER in line]
 
 
-def test_a_frozen_redis_is_killed_and_restarted(make_server: Callable[[], Server], tmp_path: Path) -> None:
+def test_a_frozen_redis_is_killed_and_restarted(make_lmstfy_server: Callable[[], Server], tmp_path: Path) -> None:
     config = tmp_path / "hang.toml"
     config.write_text("[server]\nredis_hang_timeout = 2\n")
-    server = make_server().start("--config", str(config))
+    server = make_lmstfy_server().start("--config", str(config))
     token = create_token(server)
     with httpx.Client(base_url=server.data_url, params={"token": token}, timeout=10) as client:
         stored = client.put(f"/api/{NS}/{QUEUE}", content=b"before the freeze").json()["job_id"]
@@ -285,10 +285,12 @@ def test_a_frozen_redis_is_killed_and_restarted(make_server: Callable[[], Server
         assert (answer.status_code, answer.json()["job_id"]) == (200, stored)
 
 
-def test_a_redis_that_answers_while_busy_is_not_killed(make_server: Callable[[], Server], tmp_path: Path) -> None:
+def test_a_redis_that_answers_while_busy_is_not_killed(
+    make_lmstfy_server: Callable[[], Server], tmp_path: Path
+) -> None:
     config = tmp_path / "hang.toml"
     config.write_text("[server]\nredis_hang_timeout = 1\n")
-    server = make_server().start("--config", str(config))
+    server = make_lmstfy_server().start("--config", str(config))
     busy = server.redis_pid
     with redis.Redis(unix_socket_path=str(server.data_dir / SOCKET_FILE)) as conn:
         conn.config_set("busy-reply-threshold", 100)  # -BUSY after 0.1 s instead of 5 s
@@ -312,14 +314,16 @@ def appendfsync(server: Server) -> str:
         return answer["appendfsync"]
 
 
-def test_the_embedded_redis_runs_with_the_chosen_fsync(make_server: Callable[[], Server], tmp_path: Path) -> None:
-    server = make_server().start()  # the default: nothing acknowledged is lost
+def test_the_embedded_redis_runs_with_the_chosen_fsync(
+    make_lmstfy_server: Callable[[], Server], tmp_path: Path
+) -> None:
+    server = make_lmstfy_server().start()  # the default: nothing acknowledged is lost
     assert appendfsync(server) == "always"
     assert "redis embedded in" in server.stderr() and "(fsync always)" in server.stderr()
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 
-    server = make_server().start("--fsync", "everysec")
+    server = make_lmstfy_server().start("--fsync", "everysec")
     assert appendfsync(server) == "everysec"
     assert "(fsync everysec)" in server.stderr()
     # A restarted Redis keeps it.
@@ -332,13 +336,13 @@ def test_the_embedded_redis_runs_with_the_chosen_fsync(make_server: Callable[[],
 
     config = tmp_path / "lmstfy.toml"
     config.write_text('[server]\nfsync = "everysec"\n')
-    server = make_server().start("--config", str(config))
+    server = make_lmstfy_server().start("--config", str(config))
     assert appendfsync(server) == "everysec"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0
 
     # The flag wins over the file, like every flag.
-    server = make_server().start("--config", str(config), "--fsync", "always")
+    server = make_lmstfy_server().start("--config", str(config), "--fsync", "always")
     assert appendfsync(server) == "always"
     server.signal(signal.SIGTERM)
     assert server.wait(STOP_TIMEOUT) == 0

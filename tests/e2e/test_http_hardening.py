@@ -31,9 +31,9 @@ from benchmarks.harness.lmstfy_servers import NS, QUEUE, Server, create_token
 from benchmarks.harness.redis_servers import free_port
 from lmstfy_py.store import keys
 from tests.conftest import EVERY_HTTP_SERVER
-from tests.e2e.test_e2e import make_server
+from tests.e2e.test_e2e import make_lmstfy_server
 
-__all__ = ["make_server"]  # the fixture, shared with test_e2e
+__all__ = ["make_lmstfy_server"]  # the fixture, shared with test_e2e
 
 # Every test here runs under each HTTP server `serve` offers: they keep the same promises.
 HTTP_SERVERS = EVERY_HTTP_SERVER
@@ -294,8 +294,8 @@ def test_a_chunked_body_with_a_trailer_is_published(server: Server, token: str) 
         assert answer.status == 201, answer.body
 
 
-def test_sigterm_after_a_413_stops_at_once_without_a_traceback(make_server: Callable[[], Server]) -> None:
-    server = make_server().start()
+def test_sigterm_after_a_413_stops_at_once_without_a_traceback(make_lmstfy_server: Callable[[], Server]) -> None:
+    server = make_lmstfy_server().start()
     token = create_token(server)
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(publish_head(token, 100_000_000))
@@ -461,8 +461,10 @@ LINUX_ONLY = pytest.mark.skipif(
 
 
 @LINUX_ONLY
-def test_a_stopping_server_refuses_new_connections_at_once(make_server: Callable[[], Server], tmp_path: Path) -> None:
-    server = make_server().start("--workers", "2", "--config", str(write_config(tmp_path / "lmstfy.toml")))
+def test_a_stopping_server_refuses_new_connections_at_once(
+    make_lmstfy_server: Callable[[], Server], tmp_path: Path
+) -> None:
+    server = make_lmstfy_server().start("--workers", "2", "--config", str(write_config(tmp_path / "lmstfy.toml")))
     token = create_token(server)
     with socket.create_connection(("127.0.0.1", server.port)) as busy:
         # A body that arrives slowly keeps the server in its graceful stop until the deadline.
@@ -498,8 +500,10 @@ def stopped_while_frozen(server: Server, token: str, connect: Callable[[], list[
 
 
 @LINUX_ONLY
-def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_server: Callable[[], Server]) -> None:
-    server = make_server().start("--workers", "1")
+def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(
+    make_lmstfy_server: Callable[[], Server],
+) -> None:
+    server = make_lmstfy_server().start("--workers", "1")
     # The kernel accepts these for the frozen process, and queues them with their requests.
     stopped_while_frozen(
         server, create_token(server), lambda: [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
@@ -508,11 +512,11 @@ def test_requests_on_connections_not_yet_accepted_at_sigterm_are_answered(make_s
 
 @LINUX_ONLY
 def test_requests_waiting_on_keep_alive_connections_at_sigterm_are_answered_and_closed(
-    make_server: Callable[[], Server],
+    make_lmstfy_server: Callable[[], Server],
 ) -> None:
     """Each of these connections has a request the server has not read when it is told to stop:
     every one gets its answer, with `Connection: close`, and is then closed."""
-    server = make_server().start("--workers", "1")
+    server = make_lmstfy_server().start("--workers", "1")
     token = create_token(server)
     clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(8)]
     for client in clients:  # each a keep-alive connection with a request behind it

@@ -15,9 +15,9 @@ import httpx
 
 from benchmarks import bench_longpolls
 from tests.conftest import EVERY_HTTP_SERVER
-from tests.e2e.test_e2e import NS, QUEUE, Server, create_token, make_server
+from tests.e2e.test_e2e import NS, QUEUE, Server, create_token, make_lmstfy_server
 
-__all__ = ["make_server"]  # the fixture, shared with test_e2e
+__all__ = ["make_lmstfy_server"]  # the fixture, shared with test_e2e
 
 HTTP_SERVERS = EVERY_HTTP_SERVER  # long-polls at scale and at a stop, under each HTTP server `serve` offers
 
@@ -35,8 +35,8 @@ async def test_two_thousand_long_polls_share_a_bounded_set_of_redis_connections(
     assert report.exit_code == 0
 
 
-async def test_sigterm_answers_waiting_long_polls_and_exits_0(make_server: Callable[[], Server]) -> None:
-    server = make_server().start()
+async def test_sigterm_answers_waiting_long_polls_and_exits_0(make_lmstfy_server: Callable[[], Server]) -> None:
+    server = make_lmstfy_server().start()
     token = create_token(server)
     async with httpx.AsyncClient(base_url=server.data_url, timeout=30) as client:
         params = {"token": token, "timeout": 30}

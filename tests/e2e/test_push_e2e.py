@@ -45,8 +45,8 @@ async def until(check: Any, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_two_instances_push_each_job_once(two_servers: tuple[Server, Server]) -> None:
-    first, _ = two_servers
+async def test_two_instances_push_each_job_once(two_lmstfy_servers: tuple[Server, Server]) -> None:
+    first, _ = two_lmstfy_servers
     async with Endpoints() as endpoints, httpx.AsyncClient(base_url=first.data_url) as client:
         create_pusher(first, endpoints.url("/ok"))
         token = create_token(first, NS)
@@ -58,10 +58,10 @@ async def test_two_instances_push_each_job_once(two_servers: tuple[Server, Serve
     assert [job_id for job_id, n in counts.items() if n > 1] == []
 
 
-async def test_a_change_reaches_every_process_within_a_second(two_servers: tuple[Server, Server]) -> None:
+async def test_a_change_reaches_every_process_within_a_second(two_lmstfy_servers: tuple[Server, Server]) -> None:
     """Both servers (each its own pushers) deliver to /status/202 until the endpoint is changed on the
     first one; from a second after the change, no process delivers there any more."""
-    first, second = two_servers
+    first, second = two_lmstfy_servers
     async with Endpoints() as endpoints, httpx.AsyncClient(base_url=first.data_url) as client:
         create_pusher(first, endpoints.url("/status/202"), workers=2)
         token = create_token(first, NS)

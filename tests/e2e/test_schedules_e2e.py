@@ -34,8 +34,8 @@ def fire_times(server: Server, token: str) -> list[int]:
     return sorted(ids.timestamp_ms(job["job_id"]) for job in (jobs if isinstance(jobs, list) else [jobs]))
 
 
-def test_two_servers_give_exactly_one_job_per_tick(two_servers: tuple[Server, Server]) -> None:
-    first, second = two_servers
+def test_two_servers_give_exactly_one_job_per_tick(two_lmstfy_servers: tuple[Server, Server]) -> None:
+    first, second = two_lmstfy_servers
     token = create_token(first, NS)
     first_tick = register(first, token, every=1)
     time.sleep(max(0.0, (first_tick + 3_500) / 1000 - time.time()))  # ticks at +0, +1 s, +2 s, +3 s

@@ -15,7 +15,7 @@ PROPAGATION_S = 1.0  # the promise: a limit change reaches every process within 
 
 
 @pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, ...]]:
+def two_lmstfy_servers(tmp_path: Path, redis_url: str) -> Iterator[tuple[Server, ...]]:
     """Two servers on the test session's Redis (--redis-url) instead of embedded ones."""
     with started_together([Server(tmp_path, redis_url=redis_url) for _ in range(2)]) as servers:
         yield tuple(servers)
@@ -43,8 +43,8 @@ def seconds_until(status: int, publish: Callable[[], int], timeout: float = 3.0)
     return time.monotonic() - started
 
 
-def test_two_processes_share_one_limit(two_servers: tuple[Server, Server]) -> None:
-    first, second = two_servers
+def test_two_processes_share_one_limit(two_lmstfy_servers: tuple[Server, Server]) -> None:
+    first, second = two_lmstfy_servers
     token = create_token(first)
     set_limit(first, token, "POST", write=5, interval=2)
     time.sleep(PROPAGATION_S)  # the second process has loaded the limit by now
@@ -57,9 +57,9 @@ def test_two_processes_share_one_limit(two_servers: tuple[Server, Server]) -> No
 
 
 def test_a_limit_change_reaches_the_other_process_within_a_second(
-    two_servers: tuple[Server, Server],
+    two_lmstfy_servers: tuple[Server, Server],
 ) -> None:
-    first, second = two_servers
+    first, second = two_lmstfy_servers
     token = create_token(first)
     publish_on_second = publisher(second, token)
     assert publish_on_second() == 201  # no limit yet

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 from lmstfy_py.client import Client
 from lmstfy_py.worker import Worker
-from tests.fixtures.module_server import client, namespace, server, token
+from tests.fixtures.module_server import client, lmstfy_server, namespace, token
 
 STOP_TIMEOUT = 30.0
 
-__all__ = ["client", "namespace", "server", "token"]
+__all__ = ["client", "lmstfy_server", "namespace", "token"]
 
 
 @contextlib.contextmanager

@@ -20,6 +20,8 @@ from lmstfy_py.client import Client
 from lmstfy_py.worker.run import STOPPED_REASON
 from tests.worker.conftest import drained, wait_until
 
+Stopped = list[subprocess.Popen[str]]  # worker processes the `stopped` fixture kills at the end
+
 HANDLERS = """
 import os, time
 from pathlib import Path
@@ -62,7 +64,7 @@ def worker_process(lmstfy_server: Server, namespace: str, token: str, cwd: Path,
 
 
 @pytest.fixture
-def stopped() -> Iterator[list[subprocess.Popen[str]]]:
+def stopped() -> Iterator[Stopped]:
     procs: list[subprocess.Popen[str]] = []
     yield procs
     for proc in procs:
@@ -92,12 +94,7 @@ def processed(metrics_port: int) -> float:
 
 
 def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
-    lmstfy_server: Server,
-    namespace: str,
-    token: str,
-    client: Client,
-    handlers: Path,
-    stopped: list[subprocess.Popen[str]],
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     fast = client.publish_many("q", ["fast"] * 4)
     grace = client.publish_many("q", ["grace"] * 2)
@@ -140,12 +137,7 @@ def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
 
 
 def test_metrics_count_processed_and_failed_jobs_and_time_them(
-    lmstfy_server: Server,
-    namespace: str,
-    token: str,
-    client: Client,
-    handlers: Path,
-    stopped: list[subprocess.Popen[str]],
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     client.publish_many("q", ["fast"] * 4 + ["grace"])  # grace: a handler of one second
     failing = client.publish_many("q", ["fail"] * 2, tries=2)  # released, then buried by the next release
@@ -173,12 +165,7 @@ def test_metrics_count_processed_and_failed_jobs_and_time_them(
 
 
 def test_debug_logs_are_the_workers_not_one_per_http_request(
-    lmstfy_server: Server,
-    namespace: str,
-    token: str,
-    client: Client,
-    handlers: Path,
-    stopped: list[subprocess.Popen[str]],
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     client.publish_many("q", ["fast"] * 3)
     proc = worker_process(lmstfy_server, namespace, token, handlers, "handlers:handle", "--log-level", "debug")
@@ -191,12 +178,7 @@ def test_debug_logs_are_the_workers_not_one_per_http_request(
 
 
 def test_sigterm_gives_back_the_prefetched_jobs_untried(
-    lmstfy_server: Server,
-    namespace: str,
-    token: str,
-    client: Client,
-    handlers: Path,
-    stopped: list[subprocess.Popen[str]],
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     slow = client.publish_many("q", ["slow"] * 6)  # one try each
     args = ["handlers:handle", "--concurrency", "2", "--prefetch", "2", "--grace", "0"]

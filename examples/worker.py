@@ -5,7 +5,7 @@
 
 or as a program (LMSTFY_URL, LMSTFY_TOKEN, LMSTFY_NAMESPACE as for publish.py):
 
-    LMSTFY_TOKEN=... python examples/worker.py
+    LMSTFY_TOKEN=... python examples/worker.py    # a Python with lmstfy-py installed: .venv/bin/python
 
 Stop it with Ctrl-C or SIGTERM: running handlers get their grace period, the rest go back to
 the queue for another worker.

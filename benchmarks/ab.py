@@ -5,7 +5,7 @@ Two builds of lmstfy-py (the code before and after a change), or one server with
 parameter (--b-query priority=5), each measured in turns so that both see the same noise of a
 shared machine; prints each scenario's median req/s and jobs/s for A and B and their ratio B/A.
 
-    .venv/bin/python benchmarks/ab.py --a http://127.0.0.1:7777 http://127.0.0.1:7778 \\
+    .venv/bin/python -m benchmarks.ab --a http://127.0.0.1:7777 http://127.0.0.1:7778 \\
         --b http://127.0.0.1:8777 http://127.0.0.1:8778 --rounds 3 --scenarios publish,consume_ack
 """
 
@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import bench
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Load-test a RUNNING lmstfy-py server over loopback, next to ceilings measured in the same run.
 
-Terminal 1: `python3 scripts/dev.py serve --workers 2`; terminal 2: `.venv/bin/python benchmarks/bench.py`.
+Terminal 1: `python3 scripts/dev.py serve --workers 2`; terminal 2: `.venv/bin/python -m benchmarks.bench`.
 
 Each scenario runs `--duration` seconds with `--clients` keep-alive connections (one per task,
 benchmarks/loadclient.py: a client library's pool would serialize them) and prints one line:
@@ -49,8 +49,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
@@ -667,10 +665,12 @@ async def run_trivial(
     args: argparse.Namespace, workers: int, app: str, redis_url: str = "", method: str = "GET", body: bytes = b""
 ) -> Result:
     port = free_port()
-    argv = [sys.executable, str(ROOT / "benchmarks" / "trivial_app.py"), "--port", str(port), "--app", app]
+    argv = [sys.executable, "-m", "benchmarks.trivial_app", "--port", str(port), "--app", app]
     argv += ["--redis-url", redis_url] if redis_url else []
     argv += ["--http-server", args.http_server]
-    proc = subprocess.Popen([*argv, "--workers", str(workers)], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*argv, "--workers", str(workers)], cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     try:
         await wait_listening(("127.0.0.1", port), proc)
         await asyncio.sleep(0.5)  # every worker up, not just the first

@@ -7,7 +7,7 @@ between the HTTP server (hypercorn, h11, the event loop's socket work) and lmstf
 token check, parameters, the Redis call, JSON, metrics). Figures are µs of CPU of this process
 per request, on uvloop, median of --rounds rounds.
 
-    .venv/bin/python benchmarks/bench_app.py --redis-url unix:///path/to/redis.sock
+    .venv/bin/python -m benchmarks.bench_app --redis-url unix:///path/to/redis.sock
 """
 
 from __future__ import annotations
@@ -17,12 +17,8 @@ import asyncio
 import json
 import resource
 import statistics
-import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop
 

@@ -13,7 +13,7 @@ uvicorn and granian come from a scratch venv (`--python`), never from the projec
 
     python3 -m venv /tmp/cparser
     /tmp/cparser/bin/pip install 'uvicorn[standard]' granian starlette uvloop httptools
-    .venv/bin/python benchmarks/bench_http_servers.py --python /tmp/cparser/bin/python --workers 2
+    .venv/bin/python -m benchmarks.bench_http_servers --python /tmp/cparser/bin/python --workers 2
 
 This module is also the app uvicorn and granian import (from the scratch venv): only the
 standard library at the top; the load side imports bench.py (httpx ...) inside functions.
@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-# The load side's imports (benchmarks.bench, benchmarks.loadclient) resolve from the repo root.
-sys.path.insert(0, str(HERE.parent))
 SERVERS = ("hypercorn", "uvicorn", "granian")
 START_TIMEOUT = 20.0
 # Every worker up, not just the first to answer (uvicorn and granian spawn theirs one by one).
@@ -81,8 +79,17 @@ def starlette_app() -> Any:
 
 def server_argv(server: str, args: argparse.Namespace, port: int) -> list[str]:
     if server == "hypercorn":
-        script = str(HERE / "trivial_app.py")
-        return [sys.executable, script, "--port", str(port), "--workers", str(args.workers), "--app", args.app]
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks.trivial_app",
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--app",
+            args.app,
+        ]
     target = "bench_http_servers:raw_app" if args.app == "raw" else "bench_http_servers:starlette_app"
     factory = [] if args.app == "raw" else ["--factory"]
     common = ["--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers), "--loop", "uvloop"]
@@ -102,7 +109,7 @@ def version_of(python: str, module: str) -> str | None:
 @contextlib.contextmanager
 def running(argv: list[str]) -> Iterator[subprocess.Popen[bytes]]:
     """A server in its own process group, so the whole group (every worker) is stopped after, even on Ctrl-C."""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(argv, cwd=HERE.parent, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         yield proc
     finally:

@@ -6,9 +6,9 @@ connections that each long-poll one queue, waits until the server has accepted t
 gone idle (every request has reached its wait), counts the Redis connections it then holds
 (CLIENT LIST on its embedded Redis), publishes exactly one job per waiter in bulk, and checks
 every waiter got a different job. Prints the figures; exits 1 on any error. `run()` returns
-them (tests/test_long_polls.py asserts on them).
+them (tests/e2e/test_long_polls.py asserts on them).
 
-    .venv/bin/python benchmarks/bench_longpolls.py --waiters 2000
+    .venv/bin/python -m benchmarks.bench_longpolls --waiters 2000
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from benchmarks.harness.lmstfy_servers import Server, accepted_connections, create_token, wait_until
 from benchmarks.loadclient import Answer, Connection
-from tests.servers import Server, accepted_connections, create_token, wait_until
 
 NS, QUEUE = "waiters", "q"
 CONNECT_TIMEOUT = 30.0  # for the server to accept every waiter's connection, and to go idle after

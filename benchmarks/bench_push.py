@@ -16,7 +16,7 @@ processes) and the endpoint (a separate process, aiohttp, so its CPU is its own)
 Reference (SPEC section 8): Go lmstfy 1.0.10's pusher delivers 2.4k-3.6k jobs/s with 16 workers
 to a local endpoint answering 200 at once, on this machine class.
 
-    .venv/bin/python benchmarks/bench_push.py
+    .venv/bin/python -m benchmarks.bench_push
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.servers import Server, create_token, free_port
+from benchmarks.harness.lmstfy_servers import Server, create_token, free_port
 
 NS = "bench-push"
 POLL_S = 0.02

@@ -8,7 +8,7 @@ redis-py gives each concurrent command a connection of its own: a write system c
 command and a read event per reply. The pipelined client writes the commands of one event-loop
 turn at once on one connection and parses the replies of one read together.
 
-    .venv/bin/python benchmarks/bench_redis_client.py --redis-url unix:///path/to/redis.sock
+    .venv/bin/python -m benchmarks.bench_redis_client --redis-url unix:///path/to/redis.sock
 """
 
 from __future__ import annotations
@@ -17,13 +17,9 @@ import argparse
 import asyncio
 import resource
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import uvloop
 

@@ -9,9 +9,9 @@
    measures the CPU time the server process and its Redis use over --idle-seconds.
 
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary dir) on loopback ports.
-`measure_precision()` returns the first figures (tests/test_timers.py asserts on them).
+`measure_precision()` returns the first figures (tests/e2e/test_timers.py asserts on them).
 
-    .venv/bin/python benchmarks/bench_timers.py
+    .venv/bin/python -m benchmarks.bench_timers
 """
 
 from __future__ import annotations
@@ -23,17 +23,14 @@ import os
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from benchmarks.harness.lmstfy_servers import Server, create_token
 from benchmarks.loadclient import Connection
-from tests.servers import Server, create_token
 
 Address = tuple[str, int]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One `lmstfy-py worker` process draining prefilled jobs, next to bench.py's consume100_batch.
 
-    .venv/bin/python benchmarks/bench_worker.py                 # starts its own server (2 workers)
-    .venv/bin/python benchmarks/bench_worker.py --url http://127.0.0.1:7777 --admin http://127.0.0.1:7778
+    .venv/bin/python -m benchmarks.bench_worker                 # starts its own server (2 workers)
+    .venv/bin/python -m benchmarks.bench_worker --url http://127.0.0.1:7777 --admin http://127.0.0.1:7778
 
 Each round, on the same server, each in a fresh namespace purged after it:
 1. consume100_batch: --jobs jobs prefilled (bulk), then bench.py's batch ACKers (--clients
@@ -34,14 +34,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import httpx
 import uvloop
 
 from benchmarks import bench
 from benchmarks.bench import BULK, Meter, Processes, Target
-from tests.servers import Server
+from benchmarks.harness.lmstfy_servers import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "q"

@@ -8,9 +8,9 @@ seconds the server is killed with SIGKILL at whatever it was doing and started a
 same data dir. Afterwards the consumers drain the queue, and every job whose publish was
 answered 201 must be accounted for: ACKed by a consumer, in the dead letter, or expired by
 its ttl. Prints published / acked / dead / expired / missing / duplicates and exits 1 when
-any job is missing. `run()` returns those figures (tests/test_crash.py asserts on them).
+any job is missing. `run()` returns those figures (tests/e2e/test_crash.py asserts on them).
 
-    .venv/bin/python benchmarks/crash_test.py --kills 20
+    .venv/bin/python -m benchmarks.crash_test --kills 20
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from pathlib import Path
 import httpx
 from redis.asyncio import Redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py.store import keys
-from tests.servers import Server, create_token
 
 NS, QUEUE = "crash", "jobs"
 TRIES = 3

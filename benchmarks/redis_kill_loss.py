@@ -10,7 +10,7 @@ postponed while a background fsync runs (up to 2 s, on a slow disk): that is wha
 for. `--disk-load` adds a thread writing and fsyncing 64 MiB chunks to the same disk, to make
 the fsyncs slow. Prints the kills, the acknowledged writes and the lost ones; exits 1 on a loss.
 
-    .venv/bin/python benchmarks/redis_kill_loss.py --fsync everysec --kills 40 [--disk-load]
+    .venv/bin/python -m benchmarks.redis_kill_loss --fsync everysec --kills 40 [--disk-load]
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ from pathlib import Path
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from lmstfy_py.store.embedded import EmbeddedRedis  # noqa: E402
 
 KEY = "acknowledged"

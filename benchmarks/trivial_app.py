@@ -18,7 +18,7 @@ one of a standalone pool): the ceiling of any route that makes one Redis call, w
 route does. `--app redis-py` makes the same call through redis-py's pooled client, what
 Sentinel and Cluster pools use (and standalone pools did before store/pipelined.py).
 
-    .venv/bin/python benchmarks/trivial_app.py --port 7790 --workers 2 [--http-server uvicorn]
+    .venv/bin/python -m benchmarks.trivial_app --port 7790 --workers 2 [--http-server uvicorn]
 """
 
 from __future__ import annotations
@@ -31,10 +31,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, cast
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hypercorn.typing import ASGIFramework
 from starlette.applications import Starlette

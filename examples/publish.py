@@ -5,6 +5,7 @@ Reads LMSTFY_URL (default http://127.0.0.1:7777), LMSTFY_TOKEN and LMSTFY_NAMESP
 demo), and publishes COUNT (default 10) order-closing jobs to queue `orders`, each with a
 business id (so that running it twice publishes nothing new) and three tries with an
 exponential backoff. Create a token first: `lmstfy-py token create demo --description demo`.
+Run it with a Python that has lmstfy-py installed (in a checkout: .venv/bin/python).
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from lmstfy_py.client import Client
 

@@ -5,7 +5,7 @@
 
 or as a program (LMSTFY_URL, LMSTFY_TOKEN, LMSTFY_NAMESPACE as for publish.py):
 
-    LMSTFY_TOKEN=... python examples/worker.py
+    LMSTFY_TOKEN=... python examples/worker.py    # a Python with lmstfy-py installed: .venv/bin/python
 
 Stop it with Ctrl-C or SIGTERM: running handlers get their grace period, the rest go back to
 the queue for another worker.
@@ -16,10 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from lmstfy_py.client import Bury, Job
 from lmstfy_py.worker import Worker

@@ -41,7 +41,7 @@ And two answers hypercorn gives before the app has answered change (`_H11Protoco
 
 This module leans on TCPServer's internals (`_read_data`, `_idle_timeout`, `protocol_send`) and
 H11Protocol's (`_send_error_response`, `connection`), which is why it is one module, tested end to
-end (tests/test_http_hardening.py).
+end (tests/e2e/test_http_hardening.py).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class _BoundedBody(h11.Connection):
     where a chunk starts and ends but not how long it is, and a size line with no data yet gives no
     event at all. So this looks at the chunk reader's count of bytes still to come in the chunk
     (`ChunkedReader._bytes_in_chunk` in h11 0.16): private, but the only place that number
-    is, and a change there fails the tests (tests/test_http_hardening.py) rather than passing
+    is, and a change there fails the tests (tests/e2e/test_http_hardening.py) rather than passing
     silently. The refusal is a RemoteProtocolError with a 413 hint, which hypercorn answers as
     it answers h11's own (`_send_error_response`, then the connection closes).
     """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Screenshots of every dashboard page, for docs/DASHBOARD.md: 1280x800 and a phone's 390x844.
 
-    .venv/bin/python scripts/dashboard_screenshots.py --out docs/dashboard
+    .venv/bin/python -m scripts.dashboard_screenshots --out docs/dashboard
 
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary directory), fills it over the
 HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, an urgent job, a
@@ -14,17 +14,14 @@ too).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import httpx
 from playwright.sync_api import sync_playwright
 
-from tests.servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server, create_token
 
 CHROMIUM = "/usr/bin/chromium"
 SIZES = {"wide": (1280, 800), "phone": (390, 844)}

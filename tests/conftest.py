@@ -1,5 +1,5 @@
-"""Session-wide real Redis servers, and per-test URLs to them that start empty; real
-`lmstfy-py serve` processes (tests/servers.py) made per test, under the HTTP server of `http_server`.
+"""Session-wide real Redis servers, and per-test URLs to them that start empty; real `lmstfy-py serve`
+processes (benchmarks/harness/lmstfy_servers.py) made per test, under the HTTP server of `http_server`.
 
 The Redis servers start once per session (about 20 ms each) and are stopped at the end even
 when tests fail; if the session itself is killed they die with it (PR_SET_PDEATHSIG, see
@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server, started_together
+from benchmarks.harness.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, ReplicatedCluster, SentinelGroup
+from benchmarks.harness.redis_groups import MASTER_NAME as SENTINEL_MASTER
+from benchmarks.harness.redis_servers import ClusterNode, RedisProcess, free_port
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
-from tests.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, ReplicatedCluster, SentinelGroup
-from tests.redis_groups import MASTER_NAME as SENTINEL_MASTER
-from tests.redis_procs import ClusterNode, RedisProcess, free_port
-from tests.servers import Server, started_together
 
 __all__ = ["EVERY_HTTP_SERVER", "free_port"]
 
@@ -56,6 +56,9 @@ SERIAL_MODULES = {
     "test_worker.py",
     "test_cluster_failover.py",
 }
+# A module renamed or moved out of sight would silently run in parallel with the rest: every name must still exist.
+_MISSING = SERIAL_MODULES - {path.name for path in Path(__file__).resolve().parent.rglob("test_*.py")}
+assert not _MISSING, f"tests/conftest.py SERIAL_MODULES names no test module: {sorted(_MISSING)}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -199,7 +202,7 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
 
 
 @pytest.fixture
-def make_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[], Server]]:
+def make_lmstfy_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[], Server]]:
     """Builds `lmstfy-py serve` processes (not started) on one data dir and one pair of ports, so that a
     second one is the first restarted; cleans them all up."""
     made: list[Server] = []
@@ -240,7 +243,7 @@ async def standalone_runtime(redis_url: str) -> AsyncIterator[Runtime]:
 
 
 @pytest.fixture
-def two_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
+def two_lmstfy_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
     """Two `lmstfy-py serve` processes on the standalone test Redis, started together."""
     servers = (
         Server(tmp_path / "a", redis_url=redis_url, http_server=http_server),

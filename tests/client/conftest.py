@@ -1,5 +1,5 @@
 """One real `lmstfy-py serve` (embedded Redis) for the module, and per test a namespace of its own
-with a token, a Client and an AsyncClient (tests/served.py; no retries unless a test asks)."""
+with a token, a Client and an AsyncClient (tests/fixtures/module_server.py; no retries unless a test asks)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import AsyncClient
-from tests.served import client, namespace, server, token
-from tests.servers import Server
+from tests.fixtures.module_server import client, lmstfy_server, namespace, token
 
-__all__ = ["aclient", "client", "namespace", "server", "token"]
+__all__ = ["aclient", "client", "lmstfy_server", "namespace", "token"]
 
 
 @pytest.fixture
-async def aclient(server: Server, namespace: str, token: str) -> AsyncIterator[AsyncClient]:
-    async with AsyncClient(server.data_url, namespace, token, retries=0) as made:
+async def aclient(lmstfy_server: Server, namespace: str, token: str) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as made:
         yield made

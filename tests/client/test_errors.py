@@ -10,6 +10,7 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import (
     AsyncClient,
     BadRequest,
@@ -21,7 +22,6 @@ from lmstfy_py.client import (
     Throttled,
     Unauthorized,
 )
-from tests.servers import Server
 
 UNKNOWN_ID = "01M80JAJJVYF6PEPP4G0F00000"
 
@@ -67,16 +67,19 @@ def test_the_tables_name_every_route_of_the_client() -> None:
 
 
 @pytest.mark.parametrize("route", sorted(WITH_TOKEN))
-def test_a_token_of_another_namespace_is_unauthorized(server: Server, token: str, route: str) -> None:
-    with Client(server.data_url, "elsewhere", token, retries=0) as other, pytest.raises(Unauthorized) as caught:
+def test_a_token_of_another_namespace_is_unauthorized(lmstfy_server: Server, token: str, route: str) -> None:
+    with Client(lmstfy_server.data_url, "elsewhere", token, retries=0) as other, pytest.raises(Unauthorized) as caught:
         WITH_TOKEN[route](other)
     assert (caught.value.status, caught.value.message) == (401, "invalid token")
     assert caught.value.request_id  # every answer carries X-Request-ID: the way into the server's logs
 
 
 @pytest.mark.parametrize("route", sorted(WITH_TOKEN | WITHOUT_TOKEN))
-def test_an_unknown_pool_is_not_found_not_an_empty_queue(server: Server, namespace: str, route: str) -> None:
-    with Client(server.data_url, namespace, "nopool:sometoken", retries=0) as client, pytest.raises(NotFound) as caught:
+def test_an_unknown_pool_is_not_found_not_an_empty_queue(lmstfy_server: Server, namespace: str, route: str) -> None:
+    with (
+        Client(lmstfy_server.data_url, namespace, "nopool:sometoken", retries=0) as client,
+        pytest.raises(NotFound) as caught,
+    ):
         (WITH_TOKEN | WITHOUT_TOKEN)[route](client)
     assert (caught.value.status, caught.value.message) == (404, "pool not found")
 
@@ -156,8 +159,8 @@ def test_a_body_over_one_mib_is_too_large(client: Client) -> None:
     assert client.size("q") == 0
 
 
-def set_limit(server: Server, namespace: str, token: str, **limit: int) -> None:
-    answer = httpx.post(f"{server.admin_url}/token/{namespace}/{token}/limit", json=limit, timeout=10)
+def set_limit(lmstfy_server: Server, namespace: str, token: str, **limit: int) -> None:
+    answer = httpx.post(f"{lmstfy_server.admin_url}/token/{namespace}/{token}/limit", json=limit, timeout=10)
     assert answer.status_code == 201, answer.text
 
 
@@ -174,9 +177,9 @@ def until_throttled(call: Callable[[], object], timeout: float = 3.0) -> Throttl
 
 
 def test_a_rate_limit_is_throttled_with_the_servers_message(
-    server: Server, client: Client, namespace: str, token: str
+    lmstfy_server: Server, client: Client, namespace: str, token: str
 ) -> None:
-    set_limit(server, namespace, token, read=1, write=1, interval=60)
+    set_limit(lmstfy_server, namespace, token, read=1, write=1, interval=60)
     refused = until_throttled(lambda: client.publish("q", b"x"))
     assert refused.status == 429 and "produce reach the limit rate, please retry later" in refused.message
     assert "consume reach the limit rate" in until_throttled(lambda: client.consume("q")).message

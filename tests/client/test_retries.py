@@ -17,16 +17,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness.lmstfy_servers import Server, create_token, free_port
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.client import Client, Unavailable
-from tests.redis_procs import RedisProcess
-from tests.servers import Server, create_token, free_port
 
 T = TypeVar("T")
 NS = "retries"
 
 
 @pytest.fixture
-def server(tmp_path: Path, redis_url: str) -> Iterator[Server]:
+def lmstfy_server(tmp_path: Path, redis_url: str) -> Iterator[Server]:
     """A server on the session's external Redis, which a test may stop (the next test's redis_url restarts it).
 
     One worker: the requests it saw are counted by its metrics, which a scrape reads exactly only from the
@@ -36,8 +36,8 @@ def server(tmp_path: Path, redis_url: str) -> Iterator[Server]:
         yield running.start()
 
 
-def requests_seen(server: Server, method: str, route: str, status: str) -> float:
-    text = httpx.get(f"{server.admin_url}/metrics", timeout=10).text
+def requests_seen(lmstfy_server: Server, method: str, route: str, status: str) -> float:
+    text = httpx.get(f"{lmstfy_server.admin_url}/metrics", timeout=10).text
     wanted = {"app": "data", "method": method, "route": route, "status": status}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -46,31 +46,33 @@ def requests_seen(server: Server, method: str, route: str, status: str) -> float
     return 0.0
 
 
-def test_a_503_is_unavailable_with_the_servers_message(server: Server, redis_server: RedisProcess) -> None:
-    token = create_token(server, NS)
+def test_a_503_is_unavailable_with_the_servers_message(lmstfy_server: Server, redis_server: RedisProcess) -> None:
+    token = create_token(lmstfy_server, NS)
     redis_server.stop()
-    with Client(server.data_url, NS, token, retries=0) as client, pytest.raises(Unavailable) as caught:
+    with Client(lmstfy_server.data_url, NS, token, retries=0) as client, pytest.raises(Unavailable) as caught:
         client.publish("q", b"x")
     assert caught.value.status == 503 and caught.value.sent
     assert caught.value.message == "storage unavailable: cannot connect to redis"
 
 
-def test_a_publish_without_job_id_is_not_repeated_after_a_503(server: Server, redis_server: RedisProcess) -> None:
-    token = create_token(server, NS)
+def test_a_publish_without_job_id_is_not_repeated_after_a_503(
+    lmstfy_server: Server, redis_server: RedisProcess
+) -> None:
+    token = create_token(lmstfy_server, NS)
     redis_server.stop()
     route = "/api/{ns}/{queue}"
-    with Client(server.data_url, NS, token, retries=3, backoff=0.01, max_backoff=0.05) as client:
+    with Client(lmstfy_server.data_url, NS, token, retries=3, backoff=0.01, max_backoff=0.05) as client:
         with pytest.raises(Unavailable):
             client.publish("q", b"x")
         # The server may have stored it before it failed: a repeat could store it twice.
-        assert requests_seen(server, "PUT", route, "503") == 1
+        assert requests_seen(lmstfy_server, "PUT", route, "503") == 1
         with pytest.raises(Unavailable):
             client.publish("q", b"x", job_id="order-7")
         # With a business id a repeat is answered "duplicate": sent 1 + 3 times.
-        assert requests_seen(server, "PUT", route, "503") == 1 + 4
+        assert requests_seen(lmstfy_server, "PUT", route, "503") == 1 + 4
         with pytest.raises(Unavailable):
             client.consume("q")  # at least once anyway: repeated
-        assert requests_seen(server, "GET", route, "503") == 4
+        assert requests_seen(lmstfy_server, "GET", route, "503") == 4
 
 
 def in_thread(call: Callable[[], T]) -> Callable[[], T]:
@@ -100,9 +102,9 @@ def in_thread(call: Callable[[], T]) -> Callable[[], T]:
     return result
 
 
-def test_a_repeatable_call_comes_through_when_redis_returns(server: Server, redis_server: RedisProcess) -> None:
-    token = create_token(server, NS)
-    with Client(server.data_url, NS, token, retries=50, backoff=0.05, max_backoff=0.25) as client:
+def test_a_repeatable_call_comes_through_when_redis_returns(lmstfy_server: Server, redis_server: RedisProcess) -> None:
+    token = create_token(lmstfy_server, NS)
+    with Client(lmstfy_server.data_url, NS, token, retries=50, backoff=0.05, max_backoff=0.25) as client:
         client.publish("q", b"x")
         redis_server.stop()  # a restart empties this Redis: the size is 0 after it
         size = in_thread(lambda: client.size("q"))
@@ -111,15 +113,15 @@ def test_a_repeatable_call_comes_through_when_redis_returns(server: Server, redi
         assert size() == 0
 
 
-def test_a_refused_connection_is_retried_even_for_a_publish(server: Server) -> None:
+def test_a_refused_connection_is_retried_even_for_a_publish(lmstfy_server: Server) -> None:
     """The server is restarting: refused connections prove the publish never reached it, so
     sending it again cannot double the job."""
-    token = create_token(server, NS)
-    assert server.stop() == 0
-    with Client(server.data_url, NS, token, retries=50, backoff=0.05, max_backoff=0.3) as client:
+    token = create_token(lmstfy_server, NS)
+    assert lmstfy_server.stop() == 0
+    with Client(lmstfy_server.data_url, NS, token, retries=50, backoff=0.05, max_backoff=0.3) as client:
         publish = in_thread(lambda: client.publish("q", b"x"))
         time.sleep(0.3)
-        server.start()
+        lmstfy_server.start()
         job_id = publish()
         assert client.size("q") == 1
         job = client.consume("q")

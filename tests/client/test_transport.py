@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server, free_port
 from lmstfy_py.client import AsyncClient, Client, Unavailable
-from tests.servers import Server, free_port
 
 NS = "transport"
 PUBLISHED = b'{"msg":"published","job_id":"01M80JAJJVYF6PEPP4G0F00000"}'
@@ -79,10 +79,10 @@ class _Pipe(socketserver.BaseRequestHandler):
 
 
 @pytest.fixture
-def tls_proxy(server: Server, tmp_path: Path) -> Iterator[tuple[str, ssl.SSLContext]]:
+def tls_proxy(lmstfy_server: Server, tmp_path: Path) -> Iterator[tuple[str, ssl.SSLContext]]:
     """An https:// URL of the module's server, and a context that trusts its certificate."""
     cert, key = self_signed(tmp_path)
-    proxy = TLSProxy(cert, key, ("127.0.0.1", server.port))
+    proxy = TLSProxy(cert, key, ("127.0.0.1", lmstfy_server.port))
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     try:
         yield f"https://localhost:{proxy.server_address[1]}", ssl.create_default_context(cafile=str(cert))

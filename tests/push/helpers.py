@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server, create_token
 
 NS = "push-hard"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.endpoints import Endpoints
+from tests.fixtures.push_endpoints import Endpoints
 from tests.push.helpers import NS, create_pusher, create_token, dead, eventually, job_state, publish, served
 
 ONLY_TEN = '[push]\nallowed_networks = ["10.0.0.0/8"]\n'

@@ -10,9 +10,9 @@ import re
 import time
 from pathlib import Path
 
-from tests.endpoints import served_in_thread
+from benchmarks.harness.lmstfy_servers import Server, free_port, wait_until
+from tests.fixtures.push_endpoints import served_in_thread
 from tests.push.helpers import NS, create_pusher, create_token, job_state, publish, served
-from tests.servers import Server, free_port, wait_until
 
 MIB = 1 << 20
 HUGE = 300 * MIB  # what the endpoint would send: before the fix the server held it (twice) in memory

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import free_port
 from lmstfy_py.push import shown
 from tests.push.helpers import NS, create_pusher, create_token, dead, publish, served
-from tests.servers import free_port
 
 PASSWORD, API_KEY = "S3CRET-pw", "K3Y-apikey"
 

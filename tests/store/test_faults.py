@@ -2,7 +2,7 @@
 
 An OSError from a file (a time zone, a full metrics disk) used to read as "cannot connect to redis";
 and redis-py's own AttributeError of a connection closed under a command (a Cluster failover,
-tests/test_cluster_failover.py) as a bug, a 500.
+tests/e2e/test_cluster_failover.py) as a bug, a 500.
 """
 
 from __future__ import annotations

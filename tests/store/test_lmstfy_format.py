@@ -1,5 +1,5 @@
 """Serving the jobs lmstfy left in a Redis, in place (SPEC section 12), on a real Redis written
-exactly as lmstfy 1.0.10 writes it (tests/lmstfy_layout.py): every job consumed once with its
+exactly as lmstfy 1.0.10 writes it (tests/fixtures/lmstfy_layout.py): every job consumed once with its
 id, data, ttl and tries; lmstfy's due timer members made ready on time; its dead letters seen
 and respawned; its reservations ACKed through lmstfy-py; lmstfy itself still consuming the same
 lists meanwhile; and lmstfy's keys gone once every job has moved.
@@ -24,7 +24,7 @@ from lmstfy_py.store.lmstfy_format import LmstfyLayout, LmstfyMover
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import Job, NewJob
-from tests.lmstfy_layout import TIMER_SET, LmstfyPool, dead_key, job_key, ready_key
+from tests.fixtures.lmstfy_layout import TIMER_SET, LmstfyPool, dead_key, job_key, ready_key
 
 NS = "shop"
 

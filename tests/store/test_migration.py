@@ -19,6 +19,7 @@ import httpx
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.runtime import Runtime
@@ -31,7 +32,6 @@ from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import DeadLetterHead, Job, NewJob, QueueStats
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
-from tests.redis_procs import RedisProcess
 
 NS, Q = "ns", "q"
 

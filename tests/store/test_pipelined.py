@@ -23,13 +23,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.store import pools
 from lmstfy_py.store.faults import Overloaded
 from lmstfy_py.store.pipelined import PipelinedRedis, pack
 from lmstfy_py.store.scripts import Script
 from lmstfy_py.types import NewJob
-from tests.redis_procs import RedisProcess
 
 ECHO = "return ARGV[1]"
 

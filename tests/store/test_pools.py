@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
+from benchmarks.harness.redis_groups import SentinelGroup
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, pools
@@ -17,7 +18,6 @@ from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import NewJob
-from tests.redis_groups import SentinelGroup
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.config import Config, PoolConfig, ServerConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.accesslog import LOGGER_NAME
 from tests.conftest import client_for
-from tests.servers import Server
 
 SWITCH_REACHES_S = 1.0  # the promise: POST /accesslog reaches every process within a second
 OUTPUT_TIMEOUT = 15.0

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.config import Config, PoolConfig, ServerConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app
 from tests.conftest import EVERY_HTTP_SERVER, client_for
-from tests.servers import Server
 
 HTTP_SERVERS = EVERY_HTTP_SERVER
 ALLOWED = "queue.example.com"  # in [admin] allowed_hosts

@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import redis
 
+from benchmarks.harness.lmstfy_servers import Server
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
 from lmstfy_py.web import create_admin_app
 from tests.conftest import EVERY_HTTP_SERVER, client_for
-from tests.redis_procs import RedisProcess
-from tests.servers import Server
 
 HTTP_SERVERS = EVERY_HTTP_SERVER
 RIGHT, WRONG = ("alice", "s3cret"), ("alice", "guess")

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.redis_servers import free_port
 from lmstfy_py import __version__, server
 from lmstfy_py import listeners as sockets
 from lmstfy_py.admin.limits import Limit
@@ -22,7 +23,6 @@ from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.admin.auth import authorized, credentials
 from tests.conftest import client_for
-from tests.redis_procs import free_port
 from tests.web.test_accesslog import running_server
 
 ACCOUNTS = {"alice": "s3cret:with:colons", "bob": "pässwörd"}

@@ -18,7 +18,7 @@ from lmstfy_py.store import keys, pools
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.types import NewJob
 from lmstfy_py.web.params import MAX_CONSUME_COUNT
-from tests.test_metrics import Scrape
+from tests.metrics.test_metrics import Scrape
 from tests.web.conftest import Api, MakeToken, auth
 
 BATCH = "/api/ns/q/jobs"

@@ -1,6 +1,6 @@
 """The dashboard's pages, forms and rate history through the admin app, on real Redis servers.
 
-What a browser does with them (refresh, clicks, the request log) is tests/test_dashboard_browser.py;
+What a browser does with them (refresh, clicks, the request log) is tests/e2e/test_dashboard_browser.py;
 here: the CSRF rules a forged request meets, every form's effect on the stores, errors as pages,
 basic auth on /ui, and the rates counted per queue and minute, on a standalone Redis and on
 Redis Clusters (the `runtime` fixture).

@@ -1,7 +1,7 @@
 """Throttle limits: the admin routes, and 429 on the data plane once a token's window is used up.
 
 Runs on a standalone Redis and on a Redis Cluster (the `runtime` fixture). Several processes
-sharing one limit are tested in tests/test_throttle_e2e.py.
+sharing one limit are tested in tests/e2e/test_throttle_e2e.py.
 """
 
 from __future__ import annotations

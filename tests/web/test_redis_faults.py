@@ -18,13 +18,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
 from lmstfy_py.store.embedded import spawn_redis, stop_process
 from lmstfy_py.web import create_admin_app, create_data_app
 from tests.conftest import client_for
-from tests.redis_procs import RedisProcess
 
 NS, Q = "faults", "q"
 QUICK_S = 1.0  # issue 4: no request hangs beyond a second while Redis is down

@@ -1,6 +1,6 @@
 """The body deadline inside one process, driven through the ASGI interface as hypercorn drives it.
 
-tests/test_http_hardening.py shows it on a real server over sockets; here the timing of the
+tests/e2e/test_http_hardening.py shows it on a real server over sockets; here the timing of the
 body's messages is controlled exactly, to pin what the deadline does and does not cut.
 """
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server, create_token
 
 NS, QUEUE = "sched", "q"
 TZ_ERROR_END = "is not an IANA time zone (like Europe/Paris)"

@@ -1,7 +1,7 @@
 """Recurring jobs (SPEC section 9) over HTTP on a real Runtime with its real scheduler, on a
 standalone Redis and on Redis Clusters: register, list, replace, delete, jobs at each tick, the
 admin's view, and bad input refused with nothing stored. Ticks through DST changes and missed
-ticks run on a fixed clock (tests/test_schedules_clock.py); several processes: tests/test_schedules_e2e.py.
+ticks run on a fixed clock (tests/store/test_schedules_clock.py); several processes: tests/e2e/test_schedules_e2e.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The data API on a Sentinel-managed pool, across a failover.
 
-The group (tests/redis_groups.py) is a master, its replica and a sentinel, with passwords on
+The group (benchmarks/harness/redis_groups.py) is a master, its replica and a sentinel, with passwords on
 both the data nodes and the sentinel. `SENTINEL FAILOVER` promotes the replica while the old
 master keeps running: requests may fail with 503 while the master moves, but the server
 follows the new master by itself within a few seconds, and every job the replica had
@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from benchmarks.harness.redis_groups import SentinelGroup
+from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
-from tests.redis_groups import SentinelGroup
-from tests.redis_procs import RedisProcess
 from tests.web.conftest import Api
 
 RECOVERY_S = 10.0  # bounds the wait for the server to follow the new master; it takes about 1-2 s

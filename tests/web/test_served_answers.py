@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.redis_procs import RedisProcess
-from tests.servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server, create_token
+from benchmarks.harness.redis_servers import RedisProcess
 
 PUMP_TIMEOUT = 10.0
 

@@ -1,4 +1,4 @@
-"""One real `lmstfy-py serve` for the module, a namespace, token and Client per test (tests/served.py),
+"""One real `lmstfy-py serve` for the module, a namespace, token and Client per test (tests/fixtures/module_server.py),
 and `running(worker)`: a Worker on its own thread and event loop (as `Worker.run()` runs it),
 stopped at the end."""
 
@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 
 from lmstfy_py.client import Client
 from lmstfy_py.worker import Worker
-from tests.served import client, namespace, server, token
+from tests.fixtures.module_server import client, lmstfy_server, namespace, token
 
 STOP_TIMEOUT = 30.0
 
-__all__ = ["client", "namespace", "server", "token"]
+__all__ = ["client", "lmstfy_server", "namespace", "token"]
 
 
 @contextlib.contextmanager

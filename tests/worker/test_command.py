@@ -15,10 +15,12 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness.lmstfy_servers import Server, free_port
 from lmstfy_py.client import Client
 from lmstfy_py.worker.run import STOPPED_REASON
-from tests.servers import Server, free_port
 from tests.worker.conftest import drained, wait_until
+
+Stopped = list[subprocess.Popen[str]]  # worker processes the `stopped` fixture kills at the end
 
 HANDLERS = """
 import os, time
@@ -53,8 +55,8 @@ def handlers(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def worker_process(server: Server, namespace: str, token: str, cwd: Path, *args: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "lmstfy_py.cli", "worker", *args, "--url", server.data_url]
+def worker_process(lmstfy_server: Server, namespace: str, token: str, cwd: Path, *args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "lmstfy_py.cli", "worker", *args, "--url", lmstfy_server.data_url]
     command += ["--namespace", namespace, "--queue", "q", "--poll", "1"]
     env = {**os.environ, "LMSTFY_TOKEN": token, "EVENTS": str(cwd / "events")}
     # The handler's module is found in the directory the worker runs in, as `python -m` would.
@@ -62,7 +64,7 @@ def worker_process(server: Server, namespace: str, token: str, cwd: Path, *args:
 
 
 @pytest.fixture
-def stopped() -> Iterator[list[subprocess.Popen[str]]]:
+def stopped() -> Iterator[Stopped]:
     procs: list[subprocess.Popen[str]] = []
     yield procs
     for proc in procs:
@@ -92,7 +94,7 @@ def processed(metrics_port: int) -> float:
 
 
 def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
-    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     fast = client.publish_many("q", ["fast"] * 4)
     grace = client.publish_many("q", ["grace"] * 2)
@@ -110,7 +112,7 @@ def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
         "--metrics-port",
         str(metrics_port),
     ]
-    proc = worker_process(server, namespace, token, handlers, *args)
+    proc = worker_process(lmstfy_server, namespace, token, handlers, *args)
     stopped.append(proc)
     fast_done = ["end"] * 4 + ["start"] * 4
     wait_until(lambda: sorted(what for what, kind, _ in events(handlers) if kind == "fast") == fast_done)
@@ -135,13 +137,15 @@ def test_sigterm_mid_batch_acks_what_finished_and_releases_the_rest_at_once(
 
 
 def test_metrics_count_processed_and_failed_jobs_and_time_them(
-    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     client.publish_many("q", ["fast"] * 4 + ["grace"])  # grace: a handler of one second
     failing = client.publish_many("q", ["fail"] * 2, tries=2)  # released, then buried by the next release
     client.publish_many("q", ["bury"])
     metrics_port = free_port()
-    proc = worker_process(server, namespace, token, handlers, "handlers:handle", "--metrics-port", str(metrics_port))
+    proc = worker_process(
+        lmstfy_server, namespace, token, handlers, "handlers:handle", "--metrics-port", str(metrics_port)
+    )
     stopped.append(proc)
     wait_until(lambda: client.dead_letter_size("q") == 3 and drained(client, "q"), what="every job settled")
     samples = scraped(metrics_port)
@@ -161,10 +165,10 @@ def test_metrics_count_processed_and_failed_jobs_and_time_them(
 
 
 def test_debug_logs_are_the_workers_not_one_per_http_request(
-    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     client.publish_many("q", ["fast"] * 3)
-    proc = worker_process(server, namespace, token, handlers, "handlers:handle", "--log-level", "debug")
+    proc = worker_process(lmstfy_server, namespace, token, handlers, "handlers:handle", "--log-level", "debug")
     stopped.append(proc)
     wait_until(lambda: drained(client, "q"), what="every job handled")
     proc.send_signal(signal.SIGTERM)
@@ -174,11 +178,11 @@ def test_debug_logs_are_the_workers_not_one_per_http_request(
 
 
 def test_sigterm_gives_back_the_prefetched_jobs_untried(
-    server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: list[subprocess.Popen[str]]
+    lmstfy_server: Server, namespace: str, token: str, client: Client, handlers: Path, stopped: Stopped
 ) -> None:
     slow = client.publish_many("q", ["slow"] * 6)  # one try each
     args = ["handlers:handle", "--concurrency", "2", "--prefetch", "2", "--grace", "0"]
-    proc = worker_process(server, namespace, token, handlers, *args)
+    proc = worker_process(lmstfy_server, namespace, token, handlers, *args)
     stopped.append(proc)
     wait_until(lambda: len(events(handlers)) == 2 and client.stats("q").reserved == 4, what="2 running, 2 held")
     proc.send_signal(signal.SIGTERM)
@@ -192,17 +196,17 @@ def test_sigterm_gives_back_the_prefetched_jobs_untried(
 
 
 def test_a_handler_that_cannot_be_found_is_a_usage_error(
-    server: Server, namespace: str, token: str, handlers: Path
+    lmstfy_server: Server, namespace: str, token: str, handlers: Path
 ) -> None:
-    proc = worker_process(server, namespace, token, handlers, "handlers:nothing")
+    proc = worker_process(lmstfy_server, namespace, token, handlers, "handlers:nothing")
     _, stderr = proc.communicate(timeout=30)
     assert (proc.returncode, stderr.strip()) == (2, "lmstfy-py worker: error: handlers has no nothing")
 
 
 def test_a_token_the_server_refuses_stops_the_worker_with_exit_code_1(
-    server: Server, namespace: str, handlers: Path
+    lmstfy_server: Server, namespace: str, handlers: Path
 ) -> None:
-    proc = worker_process(server, namespace, "not-a-token", handlers, "handlers:handle")
+    proc = worker_process(lmstfy_server, namespace, "not-a-token", handlers, "handlers:handle")
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert stderr.strip().endswith("lmstfy-py worker: error: 401 invalid token"), stderr

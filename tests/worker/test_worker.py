@@ -18,18 +18,20 @@ from typing import Any
 
 import pytest
 
+from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
 from lmstfy_py.worker.pace import MAX_AUTO_PREFETCH
 from lmstfy_py.worker.run import STOPPED_REASON
-from tests.endpoints import served_in_thread
-from tests.servers import Server, create_token
+from tests.fixtures.push_endpoints import served_in_thread
 from tests.worker.conftest import drained, reserved_and_ready, running, wait_until
 
 
-def make_worker(server: Server, namespace: str, token: str, handler: Callable[[Job], Any], **more: Any) -> Worker:
+def make_worker(
+    lmstfy_server: Server, namespace: str, token: str, handler: Callable[[Job], Any], **more: Any
+) -> Worker:
     options: dict[str, Any] = {"concurrency": 4, "poll": 1, "grace": 5.0} | more
-    return Worker(handler, url=server.data_url, token=token, namespace=namespace, **options)
+    return Worker(handler, url=lmstfy_server.data_url, token=token, namespace=namespace, **options)
 
 
 def both_kinds(record: Callable[[Job], None], seconds: float = 0.0) -> dict[str, Callable[[Job], Any]]:
@@ -58,11 +60,13 @@ def endless_noting(started: list[str]) -> Callable[[Job], Awaitable[None]]:
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_jobs_of_several_queues_are_handled_and_acked(
-    server: Server, namespace: str, token: str, client: Client, kind: str
+    lmstfy_server: Server, namespace: str, token: str, client: Client, kind: str
 ) -> None:
     seen: list[Job] = []
     published = {client.publish(q, f"{q}{i}", attributes={"n": str(i)}): (q, i) for q in "ab" for i in range(10)}
-    with running(make_worker(server, namespace, token, both_kinds(seen.append)[kind], queues=["a", "b"])) as worker:
+    with running(
+        make_worker(lmstfy_server, namespace, token, both_kinds(seen.append)[kind], queues=["a", "b"])
+    ) as worker:
         wait_until(lambda: len(seen) == 20 and drained(client, "a", "b"), what="all handled and ACKed")
     assert worker.tally.processed == 20 and worker.tally.failed == 0
     assert sorted(job.id for job in seen) == sorted(published)
@@ -74,7 +78,7 @@ def test_jobs_of_several_queues_are_handled_and_acked(
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_concurrency_handlers_really_run_at_once(
-    server: Server, namespace: str, token: str, client: Client, kind: str
+    lmstfy_server: Server, namespace: str, token: str, client: Client, kind: str
 ) -> None:
     spans: list[tuple[float, float]] = []  # when each handler began and ended
 
@@ -90,7 +94,7 @@ def test_concurrency_handlers_really_run_at_once(
 
     handler = {"sync": sync_handler, "async": async_handler}[kind]
     client.publish_many("q", list(range(16)))
-    with running(make_worker(server, namespace, token, handler, queues="q", concurrency=8)):
+    with running(make_worker(lmstfy_server, namespace, token, handler, queues="q", concurrency=8)):
         wait_until(lambda: len(spans) == 16 and drained(client, "q"), what="all handled")
     # An end sorts before a start at the same instant: touching spans do not overlap.
     edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
@@ -104,7 +108,7 @@ def test_concurrency_handlers_really_run_at_once(
 
 
 def test_a_failure_is_released_with_the_jobs_backoff_then_succeeds(
-    server: Server, namespace: str, token: str, client: Client, caplog: pytest.LogCaptureFixture
+    lmstfy_server: Server, namespace: str, token: str, client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     attempts: list[float] = []
 
@@ -116,7 +120,7 @@ def test_a_failure_is_released_with_the_jobs_backoff_then_succeeds(
     job_id = client.publish("q", b"x", tries=3, backoff="exponential", backoff_ms=600)
     with (
         caplog.at_level(logging.WARNING, "lmstfy_py.worker"),
-        running(make_worker(server, namespace, token, flaky, queues="q")),
+        running(make_worker(lmstfy_server, namespace, token, flaky, queues="q")),
     ):
         wait_until(lambda: len(attempts) == 1)
         wait_until(lambda: (client.peek_job("q", job_id) or Job("", "", "", b"")).state == "delayed")
@@ -130,7 +134,7 @@ def test_a_failure_is_released_with_the_jobs_backoff_then_succeeds(
 
 
 def test_bury_sends_the_job_to_the_dead_letter_at_once(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     calls: list[str] = []
 
@@ -139,19 +143,21 @@ def test_bury_sends_the_job_to_the_dead_letter_at_once(
         raise Bury("bad payload")
 
     job_id = client.publish("q", b"x", tries=5)
-    with running(make_worker(server, namespace, token, refuse, queues="q")) as worker:
+    with running(make_worker(lmstfy_server, namespace, token, refuse, queues="q")) as worker:
         wait_until(lambda: client.dead_letter_size("q") == 1)
     assert calls == [job_id] and worker.tally.failed == 1  # never tried again, tries left or not
     [dead] = client.dead_jobs("q").jobs
     assert (dead.id, dead.last_error, dead.attempts) == (job_id, "bad payload", 1)
 
 
-def test_the_reason_is_cut_to_what_the_server_keeps(server: Server, namespace: str, token: str, client: Client) -> None:
+def test_the_reason_is_cut_to_what_the_server_keeps(
+    lmstfy_server: Server, namespace: str, token: str, client: Client
+) -> None:
     def fail(job: Job) -> None:
         raise ValueError("é" * 1000)  # 2,000 bytes of UTF-8
 
     client.publish("q", b"x")  # tries=1: the release buries it, with the reason
-    with running(make_worker(server, namespace, token, fail, queues="q")):
+    with running(make_worker(lmstfy_server, namespace, token, fail, queues="q")):
         wait_until(lambda: client.dead_letter_size("q") == 1)
     reason = client.dead_jobs("q").jobs[0].last_error
     assert reason is not None and reason.startswith("ValueError: éé")
@@ -159,7 +165,7 @@ def test_the_reason_is_cut_to_what_the_server_keeps(server: Server, namespace: s
 
 
 def test_a_lease_is_touched_while_a_handler_runs_past_its_ttr(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     deliveries: Counter[str] = Counter()
 
@@ -168,31 +174,31 @@ def test_a_lease_is_touched_while_a_handler_runs_past_its_ttr(
         await asyncio.sleep(3)
 
     job_id = client.publish("q", b"x", tries=3)
-    with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=2)):
+    with running(make_worker(lmstfy_server, namespace, token, slow, queues="q", ttr=2, concurrency=2)):
         wait_until(lambda: drained(client, "q") and sum(deliveries.values()) == 1, timeout=15)
     assert deliveries == {job_id: 1}  # without its touches it would have come back after 2 s
     assert client.peek_job("q", job_id) is None
 
 
 def test_a_server_restart_under_a_running_worker_loses_no_job(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    server = Server(tmp_path)
-    with server:
-        server.start()
-        token = create_token(server, "restart")
+    lmstfy_server = Server(tmp_path)
+    with lmstfy_server:
+        lmstfy_server.start()
+        token = create_token(lmstfy_server, "restart")
         seen: Counter[str] = Counter()
 
         async def handle(job: Job) -> None:
             seen[job.id] += 1
             await asyncio.sleep(0.01)
 
-        with Client(server.data_url, "restart", token) as client:
+        with Client(lmstfy_server.data_url, "restart", token) as client:
             published = [job_id for _ in range(4) for job_id in client.publish_many("q", list(range(50)))]
-            worker = make_worker(server, "restart", token, handle, queues="q", ttr=30)
+            worker = make_worker(lmstfy_server, "restart", token, handle, queues="q", ttr=30)
             with running(worker):
                 wait_until(lambda: len(seen) >= 30)
-                assert server.stop() == 0  # consumes and ACKs now meet refused connections
+                assert lmstfy_server.stop() == 0  # consumes and ACKs now meet refused connections
                 time.sleep(0.5)
-                server.start()
+                lmstfy_server.start()
                 wait_until(lambda: len(seen) == 200 and drained(client, "q"), timeout=30, what="all handled")
             assert set(seen) == set(published)
             assert client.dead_letter_size("q") == 0
@@ -200,41 +206,41 @@ def test_a_server_restart_under_a_running_worker_loses_no_job(tmp_path: Path, ca
 
 
 def test_a_worker_rides_out_503s_while_redis_is_frozen(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with Server(tmp_path) as server:
-        server.start()
-        token = create_token(server, "frozen")
+    with Server(tmp_path) as lmstfy_server:
+        lmstfy_server.start()
+        token = create_token(lmstfy_server, "frozen")
         seen: set[str] = set()
 
         async def handle(job: Job) -> None:
             seen.add(job.id)
             await asyncio.sleep(0.05)
 
-        with Client(server.data_url, "frozen", token) as client:
+        with Client(lmstfy_server.data_url, "frozen", token) as client:
             published = set(client.publish_many("q", list(range(40)), tries=3))
             # A consume Redis ran while the server had given up on it (503 "redis timed out") left
             # its jobs reserved: they come back after their ttr (kept short here) with a try less,
             # as when a worker dies.
-            with running(make_worker(server, "frozen", token, handle, queues="q", concurrency=2, ttr=2)):
+            with running(make_worker(lmstfy_server, "frozen", token, handle, queues="q", concurrency=2, ttr=2)):
                 wait_until(lambda: len(seen) >= 5)
-                os.kill(server.redis_pid, signal.SIGSTOP)  # a command gives up after 2 s: 503
+                os.kill(lmstfy_server.redis_pid, signal.SIGSTOP)  # a command gives up after 2 s: 503
                 try:
                     time.sleep(2.6)
                 finally:
-                    os.kill(server.redis_pid, signal.SIGCONT)
+                    os.kill(lmstfy_server.redis_pid, signal.SIGCONT)
                 wait_until(lambda: seen == published and drained(client, "q"), timeout=30, what="all handled")
             assert client.dead_letter_size("q") == 0
     assert any("503 storage unavailable" in record.getMessage() for record in caplog.records)
 
 
 def test_a_stop_releases_what_did_not_finish_within_the_grace(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
     endless = endless_noting(started)
 
     kept = client.publish("q", b"x", tries=2)
     last_try = client.publish("q", b"y", tries=1)
-    worker = make_worker(server, namespace, token, endless, queues="q", grace=0.3, ttr=60)
+    worker = make_worker(lmstfy_server, namespace, token, endless, queues="q", grace=0.3, ttr=60)
     began = time.monotonic()
     with running(worker):
         wait_until(lambda: len(started) == 2)
@@ -247,7 +253,7 @@ def test_a_stop_releases_what_did_not_finish_within_the_grace(
 
 
 def test_a_second_stop_skips_what_is_left_of_the_grace(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
 
@@ -256,7 +262,7 @@ def test_a_second_stop_skips_what_is_left_of_the_grace(
         time.sleep(60)  # a sync handler: its thread cannot be stopped, the worker goes all the same
 
     job_id = client.publish("q", b"x", tries=2)
-    worker = make_worker(server, namespace, token, endless, queues="q", grace=60)
+    worker = make_worker(lmstfy_server, namespace, token, endless, queues="q", grace=60)
     with running(worker):
         wait_until(lambda: started == [job_id])
         worker.stop()
@@ -273,8 +279,8 @@ class HoldingProxy:
     on, or drops it if its client closed the connection meanwhile; it notes how many it held at once
     at most, and which of its connections they came on."""
 
-    def __init__(self, server: Server, seconds: float, method: bytes) -> None:
-        self.host, port = server.data_url.removeprefix("http://").split(":")
+    def __init__(self, lmstfy_server: Server, seconds: float, method: bytes) -> None:
+        self.host, port = lmstfy_server.data_url.removeprefix("http://").split(":")
         self.port, self.seconds, self.method = int(port), seconds, method
         self.writers: list[asyncio.StreamWriter] = []
         self.relays: list[asyncio.Task[Any]] = []
@@ -330,7 +336,9 @@ class HoldingProxy:
             self.held -= 1
 
 
-def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str, token: str, client: Client) -> None:
+def test_a_stop_waits_for_the_ack_round_in_flight(
+    lmstfy_server: Server, namespace: str, token: str, client: Client
+) -> None:
     # The handlers end at once; their batch ACK takes 3 s to reach the server; the stop comes
     # meanwhile. Cancelling that round dropped its ids: the jobs stayed reserved until their ttr.
     handled: list[str] = []
@@ -339,7 +347,7 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
         handled.append(job.id)
 
     published = client.publish_many("q", [str(i) for i in range(10)])
-    proxy = HoldingProxy(server, 3.0, b"DELETE")
+    proxy = HoldingProxy(lmstfy_server, 3.0, b"DELETE")
     with served_in_thread(proxy.start, proxy.stop) as url:
         worker = Worker(quick, url=url, token=token, namespace=namespace, queues="q", concurrency=4, poll=1)
         with running(worker):
@@ -351,13 +359,13 @@ def test_a_stop_waits_for_the_ack_round_in_flight(server: Server, namespace: str
 
 
 def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     # What makes a busy worker fast: six consumes in flight, which the server and Redis serve
     # several per wake-up, each on a connection (a client) of its own.
     for _ in range(2_000 // 50):
         client.publish_many("q", ["x"] * 50)
-    proxy = HoldingProxy(server, 0.5, b"GET")
+    proxy = HoldingProxy(lmstfy_server, 0.5, b"GET")
 
     async def noop(job: Job) -> None:
         pass
@@ -373,14 +381,14 @@ def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
 
 
 def test_prefetched_jobs_wait_for_a_slot_and_go_back_untried_at_a_stop(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
     endless = endless_noting(started)
 
     # One try each: a job whose handler never ran must not reach the dead letter at the stop.
     published = client.publish_many("q", [str(i) for i in range(8)])
-    worker = make_worker(server, namespace, token, endless, queues="q", concurrency=2, prefetch=3, grace=0.2)
+    worker = make_worker(lmstfy_server, namespace, token, endless, queues="q", concurrency=2, prefetch=3, grace=0.2)
     with running(worker):
         wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 5, what="2 running, 3 held")
         time.sleep(0.3)  # nothing more is consumed, and no third handler starts
@@ -394,13 +402,13 @@ def test_prefetched_jobs_wait_for_a_slot_and_go_back_untried_at_a_stop(
 
 
 def test_a_stop_gives_back_held_jobs_a_few_at_a_time(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     # Sent all at once, the hundreds of jobs a busy worker holds opened up to 100 connections to
     # the server at every stop.
     started: list[str] = []
     client.publish_many("q", [str(i) for i in range(50)], tries=2)
-    proxy = HoldingProxy(server, 0.2, b"PUT")  # every release (and touch) waits 0.2 s on its way
+    proxy = HoldingProxy(lmstfy_server, 0.2, b"PUT")  # every release (and touch) waits 0.2 s on its way
     with served_in_thread(proxy.start, proxy.stop) as url:
         handler = endless_noting(started)
         worker = Worker(
@@ -413,12 +421,14 @@ def test_a_stop_gives_back_held_jobs_a_few_at_a_time(
     assert 1 <= proxy.most_held <= 16  # 50 before
 
 
-def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str, token: str, client: Client) -> None:
+def test_prefetch_0_holds_no_more_jobs_than_slots(
+    lmstfy_server: Server, namespace: str, token: str, client: Client
+) -> None:
     started: list[str] = []
     endless = endless_noting(started)
 
     client.publish_many("q", [str(i) for i in range(6)], tries=2)
-    worker = make_worker(server, namespace, token, endless, queues="q", concurrency=2, prefetch=0, grace=0)
+    worker = make_worker(lmstfy_server, namespace, token, endless, queues="q", concurrency=2, prefetch=0, grace=0)
     with running(worker):
         wait_until(lambda: len(started) == 2)
         time.sleep(0.3)
@@ -426,7 +436,7 @@ def test_prefetch_0_holds_no_more_jobs_than_slots(server: Server, namespace: str
 
 
 def test_a_prefetched_job_waiting_half_its_ttr_goes_back_untried_and_runs_when_a_slot_frees(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     deliveries: Counter[str] = Counter()
 
@@ -438,7 +448,7 @@ def test_a_prefetched_job_waiting_half_its_ttr_goes_back_untried_and_runs_when_a
     # half its ttr (another worker could run it meanwhile), is not taken again while the slot is
     # busy, and is consumed again once the slot frees.
     first, second = client.publish_many("q", ["a", "b"], tries=3)
-    with running(make_worker(server, namespace, token, slow, queues="q", ttr=2, concurrency=1, prefetch=1)):
+    with running(make_worker(lmstfy_server, namespace, token, slow, queues="q", ttr=2, concurrency=1, prefetch=1)):
         wait_until(lambda: deliveries == {first: 1} and client.stats("q").reserved == 2, what="1 running, 1 held")
         wait_until(lambda: (client.peek_job("q", second) or Job("", "", "", b"")).state == "ready", timeout=2.5)
         back = client.peek_job("q", second)
@@ -459,7 +469,7 @@ def hung_until(gate: threading.Event, started: list[str]) -> Callable[[Job], Non
 
 
 def test_jobs_held_by_a_wedged_worker_go_to_another_worker_untried(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     # Both handlers of the first worker hang; the 10 jobs it prefetched went on being touched, so
     # they stayed reserved until it stopped while a second worker sat idle.
@@ -468,12 +478,12 @@ def test_jobs_held_by_a_wedged_worker_go_to_another_worker_untried(
     gate = threading.Event()
     published = client.publish_many("q", [str(i) for i in range(12)])  # one try each
     hung = hung_until(gate, started)
-    wedged = make_worker(server, namespace, token, hung, queues="q", concurrency=2, prefetch=10, ttr=2, grace=0)
+    wedged = make_worker(lmstfy_server, namespace, token, hung, queues="q", concurrency=2, prefetch=10, ttr=2, grace=0)
     try:
         with running(wedged):
             wait_until(lambda: len(started) == 2 and client.stats("q").reserved == 12, what="2 running, 10 held")
             held_since = time.monotonic()
-            idle = make_worker(server, namespace, token, lambda job: handled.append(job.id), queues="q")
+            idle = make_worker(lmstfy_server, namespace, token, lambda job: handled.append(job.id), queues="q")
             with running(idle):
                 wait_until(lambda: len(handled) == 10, timeout=6, what="the held jobs handled by the other worker")
                 assert time.monotonic() - held_since < 2 * wedged.ttr
@@ -487,13 +497,13 @@ def test_jobs_held_by_a_wedged_worker_go_to_another_worker_untried(
 
 
 def test_a_wedged_worker_does_not_take_back_what_it_gave_back_until_its_handlers_finish(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
     gate = threading.Event()
     published = client.publish_many("q", [str(i) for i in range(12)])
     worker = make_worker(
-        server, namespace, token, hung_until(gate, started), queues="q", concurrency=2, prefetch=10, ttr=2
+        lmstfy_server, namespace, token, hung_until(gate, started), queues="q", concurrency=2, prefetch=10, ttr=2
     )
     try:
         with running(worker):
@@ -517,7 +527,7 @@ def test_a_wedged_worker_does_not_take_back_what_it_gave_back_until_its_handlers
 
 
 def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     # 8 slots + 8 held, consumes of 8: in hand 16; a new consume once 4 have room, not 1 per slot.
     gate = threading.Semaphore(0)
@@ -526,7 +536,7 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
     def handler(job: Job) -> None:
         gate.acquire()
 
-    worker = make_worker(server, namespace, token, handler, queues="q", concurrency=8, prefetch=8, count=8)
+    worker = make_worker(lmstfy_server, namespace, token, handler, queues="q", concurrency=8, prefetch=8, count=8)
     with running(worker):
         wait_until(lambda: reserved_and_ready(client, "q") == (16, 24), what="16 in hand")
         for in_hand in (15, 14, 13):
@@ -543,18 +553,20 @@ def test_a_freed_slot_waits_for_half_a_consume_before_asking_for_more(
 
 
 def test_by_default_slow_handlers_hold_no_more_than_the_concurrency_in_waiting(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     started: list[str] = []
     client.publish_many("q", [str(i) for i in range(20)], tries=2)
-    with running(make_worker(server, namespace, token, endless_noting(started), queues="q", concurrency=3, grace=0)):
+    with running(
+        make_worker(lmstfy_server, namespace, token, endless_noting(started), queues="q", concurrency=3, grace=0)
+    ):
         wait_until(lambda: len(started) == 3, what="3 running")
         time.sleep(0.5)  # the handlers finish nothing: the buffer stays at the concurrency
         assert reserved_and_ready(client, "q") == (6, 14)
 
 
 def test_by_default_quick_handlers_get_a_larger_buffer(
-    server: Server, namespace: str, token: str, client: Client
+    lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
     # 3,000 jobs end at once, then every handler blocks: what is in hand then is what the quick
     # ones made the worker ask for (about two consume round trips of their pace), far beyond the
@@ -569,7 +581,7 @@ def test_by_default_quick_handlers_get_a_larger_buffer(
 
     for _ in range(4_000 // 50):
         client.publish_many("q", ["x"] * 50)
-    with running(make_worker(server, namespace, token, quick_then_blocked, queues="q", concurrency=4)):
+    with running(make_worker(lmstfy_server, namespace, token, quick_then_blocked, queues="q", concurrency=4)):
         wait_until(lambda: len(handled) >= quick + 4, what="the quick jobs handled", timeout=60)
         time.sleep(0.5)  # the consumes in flight land
         in_hand = client.stats("q").reserved

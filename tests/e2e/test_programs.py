@@ -1,0 +1,255 @@
+"""Every program in benchmarks/, scripts/ and examples/ runs: started as a user starts it, in a tiny configuration.
+
+What they print is checked for the lines a reader looks for, not for the figures: those are
+asserted by test_crash, test_timers and test_long_polls (through the same measuring code), and
+read by a human from a full run. A program run by another test is named in RUN_BY with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import httpx
+import pytest
+
+from benchmarks.harness.lmstfy_servers import Server, create_token, free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT = 90.0
+PIPES: dict[str, Any] = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": RUN_TIMEOUT}
+# Modules the programs import, not programs themselves.
+LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py"}
+# Programs run as modules: they import the checkout's packages (benchmarks.harness, ...).
+AS_MODULES = ("benchmarks/", "scripts/dashboard_screenshots.py")
+# Every program, and the test that runs it.
+RUN_BY = {
+    "benchmarks/bench.py": "tests/e2e/test_bench.py::test_bench_reports_every_scenario_and_ceiling_and_leaves_no_namespace",  # noqa: E501
+    "benchmarks/ab.py": "tests/e2e/test_bench.py::test_ab_compares_two_servers_round_by_round",
+    "benchmarks/bench_app.py": "tests/e2e/test_programs.py::test_bench_app",
+    "benchmarks/bench_http_servers.py": "tests/e2e/test_programs.py::test_bench_http_servers",
+    "benchmarks/bench_longpolls.py": "tests/e2e/test_programs.py::test_bench_longpolls",
+    "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
+    "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
+    "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
+    "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
+    "benchmarks/crash_test.py": "tests/e2e/test_programs.py::test_crash_test",
+    "benchmarks/redis_kill_loss.py": "tests/e2e/test_programs.py::test_redis_kill_loss",
+    "benchmarks/trivial_app.py": "tests/e2e/test_programs.py::test_trivial_app",
+    "scripts/dashboard_screenshots.py": "tests/e2e/test_programs.py::test_dashboard_screenshots",
+    "scripts/dev.py": "tests/e2e/test_programs.py::test_dev_py",
+    "examples/publish.py": "tests/e2e/test_programs.py::test_examples",
+    "examples/worker.py": "tests/e2e/test_programs.py::test_examples",
+    "scripts/token-cli": "tests/token_cli/test_token_cli.py::test_scripts_token_cli_runs_the_same_commands",
+}
+
+
+def command(program: str) -> list[str]:
+    """How a user starts `program` from the checkout's root: the benchmarks and the scripts that import
+    them as modules (`python -m benchmarks.bench`), the others by their path."""
+    if program.startswith(AS_MODULES):
+        return [sys.executable, "-m", program.removesuffix(".py").replace("/", ".")]
+    return [sys.executable, str(ROOT / program)]
+
+
+def run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command(program), *args], **PIPES)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_every_program_is_run_by_a_test() -> None:
+    found = [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("scripts/*"), *ROOT.glob("examples/*.py")]
+    programs = {str(path.relative_to(ROOT)) for path in found if path.is_file()}
+    assert programs - LIBRARIES == set(RUN_BY)
+    for program, test in RUN_BY.items():
+        path, name = test.split("::")
+        assert f"def {name}(" in (ROOT / path).read_text(), f"{program}: {test} is gone"
+
+
+# -- benchmarks ------------------------------------------------------------------------------------
+
+
+def test_redis_kill_loss(tmp_path: Path) -> None:
+    args = ["--fsync", "always", "--kills", "2", "--clients", "2", "--dir", str(tmp_path)]
+    out = ok(run("benchmarks/redis_kill_loss.py", *args))
+    assert re.search(r"fsync always: 2 kills, [\d,]+ acknowledged writes, 0 lost", out), out
+
+
+def test_bench_app(redis_url: str) -> None:
+    out = ok(
+        run("benchmarks/bench_app.py", "--redis-url", redis_url, "--callers", "4", "--requests", "40", "--rounds", "1")
+    )
+    for route in ("publish", "consume + ACK (per request)", "GET size (no token check)", "404 (no route)"):
+        assert re.search(rf"{re.escape(route)} +[\d.]+ µs CPU per request", out), out
+
+
+def test_bench_redis_client(redis_url: str) -> None:
+    args = ["--redis-url", redis_url, "--callers", "4", "--commands", "40", "--rounds", "1"]
+    out = ok(run("benchmarks/bench_redis_client.py", *args))
+    for client in ("redis-py pooled client", "lmstfy-py pipelined"):
+        assert re.search(rf"{client} +[\d,]+ cmd/s +[\d.]+ µs CPU per command", out), out
+
+
+def test_bench_http_servers() -> None:
+    # uvicorn and granian come from a scratch venv (pip, from PyPI) that the suite does not build:
+    # with the project's interpreter as --python only hypercorn, the reference, is measured.
+    args = ["--python", sys.executable, "--rounds", "1", "--duration", "0.3", "--clients", "2", "--workers", "1"]
+    out = ok(run("benchmarks/bench_http_servers.py", *args))
+    assert re.search(r"^  hypercorn +[\d,]+ req/s ", out, re.MULTILINE), out
+    assert "medians" in out
+
+
+def test_bench_longpolls() -> None:
+    out = ok(run("benchmarks/bench_longpolls.py", "--waiters", "20", "--timeout", "10"))
+    assert "jobs delivered:       20 (20 distinct)" in out, out
+    assert "final stop exit code: 0" in out
+
+
+def test_bench_push() -> None:
+    args = ["--jobs", "200", "--rounds", "1", "--idle-groups", "3", "--idle-seconds", "0.2", "--settle", "0.1"]
+    out = ok(run("benchmarks/bench_push.py", *args))
+    assert re.search(r"round 1: [\d,]+ deliveries/s \(200 in [\d.]+ s\); CPU per delivery: server \d+ us", out), out
+    assert re.search(r"idle: server [\d.]+% of a core without push groups, [\d.]+% with 3 idle groups", out), out
+
+
+def test_bench_timers() -> None:
+    args = ["--jobs", "20", "--min-delay", "0.1", "--max-delay", "0.3", "--consumers", "4", "--publishers", "4"]
+    out = ok(
+        run(
+            "benchmarks/bench_timers.py",
+            *args,
+            "--idle-jobs",
+            "64",
+            "--idle-seconds",
+            "0.2",
+            "--http-server",
+            "uvicorn",
+        )
+    )
+    assert "precision: 20 of 20 jobs delivered (0 twice)" in out and "early: 0" in out, out
+    assert "idle: 64 future jobs: server " in out
+
+
+def test_bench_worker() -> None:
+    args = ["--jobs", "300", "--rounds", "1", "--clients", "4", "--settle", "0", "--server-workers", "1"]
+    args += ["--handlers", "sync,async-5ms", "--prefetch", "0,default", "--http-server", "uvicorn"]
+    out = ok(run("benchmarks/bench_worker.py", *args))
+    for when in ("opening", "closing"):
+        line = r"^round 1: consume100_batch +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* bench \d+% other \d+%"
+        line += rf"  \d+ µs cpu/job  \({when}\)$"
+        assert re.search(line, out, re.MULTILINE), out
+    for handler in ("sync-p0", "sync", "async-5ms-p0", "async-5ms"):
+        line = rf"^round 1: worker-{handler} +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* worker \d+% other \d+%"
+        line += r"  \d+ µs cpu/job$"
+        assert re.search(line, out, re.MULTILINE), out
+        line = rf"^round 1: worker-{handler} +÷ consume100_batch \(mean of both\) [\d.]+$"
+        assert re.search(line, out, re.MULTILINE), out
+        line = rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+ \(rounds: [\d.]+\)$"
+        assert re.search(line, out, re.MULTILINE), out
+    assert "server stop exit code: 0" in out
+
+
+def test_crash_test() -> None:
+    out = ok(run("benchmarks/crash_test.py", "--kills", "1", "--interval", "0.3", "--drain-timeout", "20"))
+    assert "server starts:        2 (1 SIGKILLs)" in out, out
+    assert "missing:              0" in out
+
+
+@pytest.fixture
+def trivial_app(request: pytest.FixtureRequest, redis_url: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    app, workers, http_server = request.param
+    port = free_port()
+    args = ["--port", str(port), "--app", app, "--workers", str(workers), "--redis-url", redis_url]
+    args += ["--http-server", http_server]
+    proc = subprocess.Popen([*command("benchmarks/trivial_app.py"), *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        yield port, proc
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# bench.py (test_bench) serves the raw and redis apps with one worker under hypercorn; these are the others.
+@pytest.mark.parametrize(
+    "trivial_app", [("starlette", 2, "hypercorn"), ("redis-py", 1, "hypercorn"), ("raw", 2, "uvicorn")], indirect=True
+)
+def test_trivial_app(trivial_app: tuple[int, subprocess.Popen[str]], request: pytest.FixtureRequest) -> None:
+    port, proc = trivial_app
+    http_server = request.node.callspec.params["trivial_app"][2]
+
+    def answers() -> bool:
+        try:
+            return httpx.put(f"http://127.0.0.1:{port}/api/x/q", content=b"body").status_code == 200
+        except httpx.TransportError:
+            return proc.poll() is not None  # exited: stop waiting, the asserts below say why
+
+    assert wait_until(answers, 15) and proc.poll() is None
+    response = httpx.get(f"http://127.0.0.1:{port}/anything")
+    assert (response.status_code, response.json()) == (200, {"msg": "ok"})
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 0, stderr
+    assert f"({http_server})" in stderr  # served by the HTTP server asked for
+
+
+# -- scripts ---------------------------------------------------------------------------------------
+
+
+def test_dashboard_screenshots(tmp_path: Path) -> None:
+    out = ok(run("scripts/dashboard_screenshots.py", "--out", str(tmp_path)))
+    for page in ("overview", "queue", "deadletter", "pushers", "cron", "tokens"):
+        for size, width in (("wide", 1280), ("phone", 390)):
+            shot = tmp_path / f"{page}-{size}.png"
+            assert str(shot) in out
+            header = shot.read_bytes()[:24]
+            assert header[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(header[16:20], "big") == width
+
+
+def test_dev_py() -> None:
+    usage = run("scripts/dev.py")
+    assert (usage.returncode, usage.stderr) == (1, "usage: python3 scripts/dev.py {serve|test|lint} [ARGS...]\n")
+    # With .venv in place (this suite runs from it) it execs the real command, which answers.
+    assert ok(run("scripts/dev.py", "serve", "--help")).startswith("Usage: lmstfy-py serve [OPTIONS]")
+
+
+# -- examples --------------------------------------------------------------------------------------
+
+
+def env_token(env: dict[str, str]) -> dict[str, str]:
+    return {"X-Token": env["LMSTFY_TOKEN"]}
+
+
+def test_examples(tmp_path: Path) -> None:
+    """publish.py publishes orders, worker.py closes them and stops on SIGTERM."""
+    with Server(tmp_path) as server:
+        server.start()
+        env = {**os.environ, "LMSTFY_URL": server.data_url, "LMSTFY_TOKEN": create_token(server, "demo")}
+        first = subprocess.run([sys.executable, "examples/publish.py", "3"], env=env, **PIPES)
+        assert first.returncode == 0 and first.stdout.endswith("orders: 3 ready\n"), first.stdout + first.stderr
+        worker = subprocess.Popen(
+            [sys.executable, "examples/worker.py"], env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE, text=True
+        )
+        try:
+            stats = f"{server.data_url}/api/demo/orders/stats"
+            drained = {"ready": 0, "reserved": 0}
+            assert wait_until(lambda: drained.items() <= httpx.get(stats, headers=env_token(env)).json().items(), 15)
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=15)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+        assert worker.returncode == 0, err
+        assert sorted(line.split(" (")[0] for line in out.splitlines()) == [f"closed order {n}" for n in (1, 2, 3)]
+        assert "worker stopped: 3 processed, 0 failed, 0 given back" in err

@@ -78,7 +78,7 @@ def _rest(fields: type[tuple[Any, ...]]) -> bool:
 
 
 def _flat(values: tuple[Any, ...], rest: bool) -> tuple[Any, ...]:
-    return (*values[:-1], *values[-1]) if rest else values
+    return values[:-1] + values[-1] if rest else values
 
 
 class Step(Generic[K, A, R]):
@@ -98,11 +98,13 @@ class Step(Generic[K, A, R]):
 
     def call(self, keys: K, args: A) -> ScriptCall:
         """The positional call, for run_pipeline; its reply goes through self.parse."""
-        return self.script, _flat(keys, self._keys_rest), _flat(args, self._args_rest)
+        # _flat inlined: this runs per publish and per reserve.
+        flat_keys = keys[:-1] + keys[-1] if self._keys_rest else keys
+        return self.script, flat_keys, args[:-1] + args[-1] if self._args_rest else args
 
     async def __call__(self, client: ScriptClient, keys: K, args: A) -> R:
-        script, flat_keys, flat_args = self.call(keys, args)
-        return self.parse(await script(client, flat_keys, flat_args))
+        flat_keys, flat_args = _flat(keys, self._keys_rest), _flat(args, self._args_rest)
+        return self.parse(await self.script(client, flat_keys, flat_args))
 
 
 def rows(make: Callable[[Iterable[Any]], T], width: int) -> Callable[[list[Any]], list[T]]:

@@ -19,17 +19,27 @@ import json
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Self
 
 from redis.exceptions import RedisError
 
 from lmstfy_py import metrics, tasks
+from lmstfy_py.admin.contracts import (
+    LIMIT_DELETE,
+    LIMIT_SET,
+    THROTTLE_GIVE_BACK,
+    THROTTLE_TAKE,
+    CounterKeys,
+    GiveBackArgs,
+    LimitDeleteArgs,
+    LimitKeys,
+    LimitSetArgs,
+    TakeArgs,
+)
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter, Throttled
 from lmstfy_py.metrics.recording import token_label
 from lmstfy_py.store import keys
-from lmstfy_py.store.scripts import Script
 
 log = logging.getLogger(__name__)
 
@@ -95,19 +105,10 @@ def _parse_table(raw: dict[bytes, bytes]) -> dict[tuple[str, str, str], Limit]:
     return table
 
 
-def admin_script(name: str) -> Script:
-    """One of admin/lua/*.lua."""
-    return Script(name, (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text())
-
-
 class LimitStore:
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
-        self._set = admin_script("limit_set")
-        self._delete = admin_script("limit_delete")
-        self._take = admin_script("throttle_take")
-        self._give_back = admin_script("throttle_give_back")
         self._table: dict[tuple[str, str, str], Limit] = {}
         self._version: bytes | None = None
         self._loaded = False
@@ -142,8 +143,8 @@ class LimitStore:
     async def _store(self, pool: str, ns: str, token: str, limit: Limit, only_new: bool) -> bool:
         self._check_pool(pool)
         value = json.dumps(limit.as_json())
-        args = (keys.limit_field(pool, ns, token), value, "1" if only_new else "0")
-        stored = bool(await self._set(self.redis, (keys.LIMITS, keys.LIMITS_VERSION), args))
+        args = LimitSetArgs(keys.limit_field(pool, ns, token), value, "1" if only_new else "0")
+        stored = await LIMIT_SET(self.redis, LimitKeys(keys.LIMITS, keys.LIMITS_VERSION), args)
         if stored:
             self._changes += 1
             self._table[(pool, ns, token)] = limit
@@ -165,7 +166,8 @@ class LimitStore:
         deleted = 0
         for at in range(0, len(fields), DELETE_CHUNK):
             chunk = fields[at : at + DELETE_CHUNK]
-            deleted += int(await self._delete(self.redis, (keys.LIMITS, keys.LIMITS_VERSION), chunk))
+            call_keys = LimitKeys(keys.LIMITS, keys.LIMITS_VERSION)
+            deleted += await LIMIT_DELETE(self.redis, call_keys, LimitDeleteArgs(tuple(chunk)))
         if fields:
             self._changes += 1
             gone = set(fields)
@@ -202,8 +204,8 @@ class LimitStore:
         if limit is None or limit.per_window(read) == 0:
             return None
         counter = keys.throttle_counter(pool, ns, token, read)
-        args = (limit.per_window(read), limit.interval * 1000)
-        window = await self._take(self.redis, (counter,), args)
+        args = TakeArgs(limit.per_window(read), limit.interval * 1000)
+        window = await THROTTLE_TAKE(self.redis, CounterKeys(counter), args)
         if window is None:
             metrics.rate_limit_hit(pool, ns, token, action)
             # lmstfy's text, but naming the token as metrics do: an error text never holds a secret.
@@ -213,7 +215,7 @@ class LimitStore:
     async def give_back(self, permit: Permit) -> None:
         """Never raises: the failed request's own error is the one to answer."""
         try:
-            await self._give_back(self.redis, (permit.counter,), (permit.window,))
+            await THROTTLE_GIVE_BACK(self.redis, CounterKeys(permit.counter), GiveBackArgs(permit.window))
         except (RedisError, OSError) as exc:
             log.warning("cannot give a throttle unit back to %s (it ends with its window): %s", permit.counter, exc)
 

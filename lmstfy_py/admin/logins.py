@@ -20,7 +20,7 @@ import logging
 import math
 from typing import Any
 
-from lmstfy_py.admin.limits import admin_script
+from lmstfy_py.admin.contracts import LOGIN_FAILURES, CounterKeys, LoginArgs
 from lmstfy_py.store import keys
 from lmstfy_py.store.faults import outage_reason
 
@@ -53,7 +53,6 @@ class Logins:
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
-        self._script = admin_script("login_failures")
 
     async def failed(self, address: str | None) -> int | None:
         """Counts a failed login; the failure past the limit is refused as well."""
@@ -78,7 +77,7 @@ class Logins:
         key = keys.login_failures(client_key(address))
         try:
             async with asyncio.timeout(TIMEOUT_S):
-                failures, left_ms = await self._script(self.redis, (key,), ("1" if fail else "0", WINDOW_MS))
+                found = await LOGIN_FAILURES(self.redis, CounterKeys(key), LoginArgs("1" if fail else "0", WINDOW_MS))
         except Exception as exc:
             # TimeoutError: asyncio.timeout's, which outage_reason does not take for redis-py's own.
             if not isinstance(exc, TimeoutError) and outage_reason(exc) is None:
@@ -86,7 +85,7 @@ class Logins:
             # The pool's health check logs the outage itself.
             log.debug("admin login limiter off while redis does not answer: %r", exc)
             return None
-        return int(failures), int(left_ms)
+        return int(found.failures), int(found.left_ms)
 
 
 def _retry_after(left_ms: int) -> int:

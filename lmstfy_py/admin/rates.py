@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lmstfy_py import tasks
-from lmstfy_py.admin.limits import admin_script
+from lmstfy_py.admin.contracts import RATES_ADD, RatesArgs, RatesKeys
 from lmstfy_py.store import keys
 from lmstfy_py.store.engine import EngineObserver
 from lmstfy_py.types import Job, NewJob
@@ -140,7 +140,6 @@ class RateStore(tasks.Background):
         self.redis = redis
         self.counter = counter
         self.every_s = every_s
-        self._add = admin_script("rates_add")
         self._loop = tasks.Loop("rates", self._flush_step)
         self._writing: list[dict[Bucket, Counter[str]]] = []  # taken by a flush, not written yet
 
@@ -179,10 +178,8 @@ class RateStore(tasks.Background):
     async def _write(self, bucket: Bucket, counts: Counter[str]) -> None:
         items = sorted(counts.items())
         for at in range(0, len(items), FIELDS_PER_CALL):
-            args: list[str | int] = [EXPIRE_S]
-            for rate_field, n in items[at : at + FIELDS_PER_CALL]:
-                args += [rate_field, n]
-            await self._add(self.redis, (keys.rates(*bucket),), args)
+            pairs = tuple(x for rate_field, n in items[at : at + FIELDS_PER_CALL] for x in (rate_field, n))
+            await RATES_ADD(self.redis, RatesKeys(keys.rates(*bucket)), RatesArgs(EXPIRE_S, pairs))
             for rate_field, _ in items[at : at + FIELDS_PER_CALL]:
                 del counts[rate_field]  # written: never given back, never counted twice
 

@@ -15,7 +15,7 @@ import logging
 from typing import Any
 
 from lmstfy_py import tasks
-from lmstfy_py.admin.limits import admin_script
+from lmstfy_py.admin.contracts import SWITCH_SET, SwitchArgs, SwitchKeys
 from lmstfy_py.store import keys
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,6 @@ class Switch(tasks.Background):
         self.key = key
         self.on = initially
         self._version: int | None = None  # the last version seen; None until the first poll
-        self._set = admin_script("switch_set")
         # A poll, a read and a set each read-then-apply across an await: one at a time, so that an
         # older version read by one never overwrites a newer one applied by another.
         self._lock = asyncio.Lock()
@@ -41,7 +40,7 @@ class Switch(tasks.Background):
         """Switches it here at once, and everywhere within POLL_S."""
         async with self._lock:
             self.on = on
-            self._version = int(await self._set(self.redis, (self.key,), ("1" if on else "0",)))
+            self._version = await SWITCH_SET(self.redis, SwitchKeys(self.key), SwitchArgs("1" if on else "0"))
 
     async def current(self) -> bool:
         """The switch as stored now (a change since this process started), else this process's own."""

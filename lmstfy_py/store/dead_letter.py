@@ -11,6 +11,18 @@ from typing import Any
 
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys
+from lmstfy_py.store.contracts.upkeep import (
+    DeadKeys,
+    DeadPageArgs,
+    DeadRow,
+    DeleteDeadArgs,
+    DeleteDeadOneArgs,
+    DeleteDeadOneKeys,
+    RespawnArgs,
+    RespawnKeys,
+    RespawnOneArgs,
+    RespawnOneKeys,
+)
 from lmstfy_py.store.engine_base import CHUNK, EngineBase, as_int, as_text, now_ms, queue_keys
 from lmstfy_py.store.jobdata import decode_data
 from lmstfy_py.types import DeadJob, DeadLetterHead, DeadPage
@@ -43,20 +55,22 @@ class DeadLetterOps(EngineBase):
         """Up to `limit` dead jobs, oldest first, from the one after `after` (None: the oldest)."""
         await self._adopt_dead(ns, queue)
         found = await self.scripts.dead_page(
-            self.script_client, [keys.dead(ns, queue)], [keys.job(ns, queue, ""), limit, after or ""]
+            self.script_client,
+            DeadKeys(keys.dead(ns, queue)),
+            DeadPageArgs(keys.job(ns, queue, ""), limit, after or ""),
         )
-        if found[0] == -1:
+        if found.more == -1:
             raise NotFound("the job `after` names is not in the dead letter")
-        jobs = [_dead_job(found[i : i + 5]) for i in range(1, len(found), 5)]
-        return DeadPage(jobs, jobs[-1].job_id if found[0] and jobs else None)
+        jobs = [_dead_job(row) for row in found.rows]
+        return DeadPage(jobs, jobs[-1].job_id if found.more and jobs else None)
 
     async def respawn(self, ns: str, queue: str, limit: int, ttl_ms: int) -> int:
         """Moves up to `limit` oldest dead jobs back to ready with one try and a fresh ttl."""
         await self._adopt_dead(ns, queue)
-        call_keys = [keys.dead(ns, queue), *queue_keys(ns, queue)]
+        call_keys = RespawnKeys(keys.dead(ns, queue), *queue_keys(ns, queue))
         prefix = keys.job(ns, queue, "")
         count = await _in_chunks(
-            limit, lambda n: self.scripts.respawn(self.script_client, call_keys, [n, ttl_ms, prefix])
+            limit, lambda n: self.scripts.respawn(self.script_client, call_keys, RespawnArgs(n, ttl_ms, prefix))
         )
         self.observer.respawned(self.pool, ns, queue, count)
         return count
@@ -65,9 +79,14 @@ class DeadLetterOps(EngineBase):
         """One dead job back to ready (after `delay_ms`) with `tries` and a fresh ttl. 404 when not dead."""
         await self._adopt_dead(ns, queue)
         due = now_ms() + delay_ms if delay_ms else 0
-        call_keys = [keys.job(ns, queue, job_id), keys.dead(ns, queue), keys.timer(ns), *queue_keys(ns, queue)]
-        call_keys.append(keys.tombstone(ns, queue, job_id))
-        args: list[Any] = [ns, queue, job_id, ttl_ms, tries, due]
+        call_keys = RespawnOneKeys(
+            keys.job(ns, queue, job_id),
+            keys.dead(ns, queue),
+            keys.timer(ns),
+            *queue_keys(ns, queue),
+            keys.tombstone(ns, queue, job_id),
+        )
+        args = RespawnOneArgs(ns, queue, job_id, ttl_ms, tries, due)
         if not await self.scripts.respawn_one(self.script_client, call_keys, args):
             raise NotFound("job not found in the dead letter")
         if due:
@@ -79,14 +98,17 @@ class DeadLetterOps(EngineBase):
         await self._adopt_dead(ns, queue)
         prefix = keys.job(ns, queue, "")
         return await _in_chunks(
-            limit, lambda n: self.scripts.delete_dead(self.script_client, [keys.dead(ns, queue)], [n, prefix])
+            limit,
+            lambda n: self.scripts.delete_dead(
+                self.script_client, DeadKeys(keys.dead(ns, queue)), DeleteDeadArgs(n, prefix)
+            ),
         )
 
     async def delete_dead_one(self, ns: str, queue: str, job_id: str) -> None:
         """Deletes one dead job with its data. 404 when it is not in the dead letter."""
         await self._adopt_dead(ns, queue)
-        call_keys = [keys.job(ns, queue, job_id), keys.dead(ns, queue)]
-        if not await self.scripts.delete_dead_one(self.script_client, call_keys, [job_id]):
+        call_keys = DeleteDeadOneKeys(keys.job(ns, queue, job_id), keys.dead(ns, queue))
+        if not await self.scripts.delete_dead_one(self.script_client, call_keys, DeleteDeadOneArgs(job_id)):
             raise NotFound("job not found in the dead letter")
 
 
@@ -101,7 +123,6 @@ async def _in_chunks(limit: int, step: Callable[[int], Any]) -> int:
     return total
 
 
-def _dead_job(fields: list[Any]) -> DeadJob:
-    job_id, data, attempts, error, died = fields
-    body = decode_data(data)[0] if data is not None else b""
-    return DeadJob(job_id.decode(), body, as_int(attempts) or 0, as_text(error), as_int(died))
+def _dead_job(row: DeadRow) -> DeadJob:
+    body = decode_data(row.data)[0] if row.data is not None else b""
+    return DeadJob(row.job_id.decode(), body, as_int(row.attempts) or 0, as_text(row.error), as_int(row.died))

@@ -24,8 +24,9 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py import ids
-from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.errors import NotFound
+from lmstfy_py.store import keys, replies
+from lmstfy_py.store.contracts import jobs as contract
 from lmstfy_py.store.dead_letter import DeadLetterOps
 from lmstfy_py.store.engine_base import (
     CHUNK,
@@ -34,8 +35,6 @@ from lmstfy_py.store.engine_base import (
     EngineObserver,
     PumpResult,
     TimerSignal,
-    as_int,
-    as_text,
     index_due,
     now_ms,
     queue_keys,
@@ -45,24 +44,19 @@ from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
-from lmstfy_py.store.scripts import Arg, Script, run_pipeline
-from lmstfy_py.types import Job, JobInfo, JobStateName, NewJob, Published, QueueStats, Released
+from lmstfy_py.store.scripts import ScriptCall, run_pipeline
+from lmstfy_py.types import Job, JobInfo, NewJob, Published, QueueStats, Released
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
 __all__ = ["CHUNK", "PEEK_SCAN", "WAIT_SLICE_S", "Engine", "EngineObserver", "PumpResult", "TimerSignal", "now_ms"]
 __all__ += ["ttl_seconds"]
 
-RESERVED_FIELDS = 7  # what reserve.lua returns per job
-NEXT_FIELDS = 8  # what next_jobs.lua returns per job
-
-ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
-_STATES: dict[bytes, JobStateName] = {b"T": "delayed", b"R": "ready", b"X": "reserved", b"D": "dead"}
-
 
 @functools.lru_cache(maxsize=4096)
-def _publish_keys(ns: str, queue: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The keys of a publish that do not depend on the job: those before its tombstone, those after."""
-    return (keys.timer(ns), keys.queues(ns)), (*queue_keys(ns, queue), keys.dead(ns, queue))
+def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str]]:
+    """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its dead list last)."""
+    ready, priority, wake, meta = queue_keys(ns, queue)
+    return keys.timer(ns), keys.queues(ns), (ready, priority, wake, meta, keys.dead(ns, queue))
 
 
 class Engine(DeadLetterOps, NamespaceOps):
@@ -94,7 +88,7 @@ class Engine(DeadLetterOps, NamespaceOps):
         ]
         earliest = min((now + job.delay_ms for job in jobs if job.delay_ms > 0), default=0)
         replies = await run_pipeline(self.script_client, calls, [index_due(ns, earliest)] if earliest else [])
-        created = [bool(reply) for reply in replies[: len(calls)]]
+        created = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
         if earliest:
             self.timers.scheduled(earliest)
         self.observer.published(self.pool, ns, queue, [j for j, c in zip(jobs, created, strict=True) if c], replaces)
@@ -105,16 +99,18 @@ class Engine(DeadLetterOps, NamespaceOps):
     def _publish_call(
         self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None
     ) -> ScriptCall:
-        before, after = _publish_keys(ns, queue)
-        call_keys = [keys.job(ns, queue, job_id), *before, keys.tombstone(ns, queue, job_id), *after]
+        timer, registry, queue_part = _publish_keys(ns, queue)
+        job_key, tombstone = keys.job(ns, queue, job_id), keys.tombstone(ns, queue, job_id)
+        replaced = (keys.job(ns, queue, replaces),) if replaces else ()
+        call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
-        backoff = job.backoff.spec() if job.backoff else ""
-        args: list[Arg] = [encode_data(job.body, job.attributes), job.ttl_ms, due, job.tries, ns, queue, job_id]
-        args += [now, job.priority, job.unique_for_ms, backoff]
+        data, backoff = encode_data(job.body, job.attributes), job.backoff.spec() if job.backoff else ""
+        args = contract.PublishArgs(
+            data, job.ttl_ms, due, job.tries, ns, queue, job_id, now, job.priority, job.unique_for_ms, backoff, ()
+        )
         if replaces:
-            call_keys.append(keys.job(ns, queue, replaces))
-            args.append(replaces)
-        return self.scripts.publish, call_keys, args
+            args = args._replace(replaces=(replaces,))
+        return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------
 
@@ -152,15 +148,15 @@ class Engine(DeadLetterOps, NamespaceOps):
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         if self.layout is not None and (jobs := await self.layout.reserve_first(ns, queues, ttr_ms, count, frozen)):
             return jobs
-        call_keys = [keys.timer(ns)]
-        for queue in queues:
-            call_keys += queue_keys(ns, queue)
-        return await self.run_reserve(self.scripts.reserve, call_keys, ns, queues, ttr_ms, count, frozen)
+        per_queue = tuple(key for queue in queues for key in queue_keys(ns, queue))
+        return await self.run_reserve(
+            self.scripts.reserve, contract.ReserveKeys(keys.timer(ns), per_queue), ns, queues, ttr_ms, count, frozen
+        )
 
     async def run_reserve(
         self,
-        script: Script,
-        call_keys: Sequence[str],
+        step: contract.ReserveStep,
+        call_keys: contract.ReserveKeys,
         ns: str,
         queues: Sequence[str],
         ttr_ms: int,
@@ -170,19 +166,12 @@ class Engine(DeadLetterOps, NamespaceOps):
         """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
         due-index update in the same round trip."""
         due = now_ms() + ttr_ms
-        args: list[Arg] = [due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", *queues]
-        flat, _ = await run_pipeline(self.script_client, [(script, call_keys, args)], [index_due(ns, due)])
-        if flat:
+        args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
+        reply, _ = await run_pipeline(self.script_client, [step.call(call_keys, args)], [index_due(ns, due)])
+        reserved = step.parse(reply)
+        if reserved:
             self.timers.scheduled(due)
-        return [self._reserved_job(ns, flat[i : i + RESERVED_FIELDS]) for i in range(0, len(flat), RESERVED_FIELDS)]
-
-    @staticmethod
-    def _reserved_job(ns: str, fields: list[Any]) -> Job:
-        queue, job_id, data, pttl, remain, attempts, created = fields
-        body, attributes = decode_data(data)
-        return Job(
-            ns, queue.decode(), job_id.decode(), body, ttl_seconds(pttl), remain, attributes, attempts, as_int(created)
-        )
+        return [replies.reserved_job(ns, r) for r in reserved]
 
     async def wait_for_wake(self, ns: str, queues: Sequence[str], seconds: float) -> None:
         # Waits on the wake lists, never on the ready lists: a BRPOP that popped a job and
@@ -208,10 +197,15 @@ class Engine(DeadLetterOps, NamespaceOps):
         """ACKs the jobs in one script call; returns how many still existed. Each id counts as one ACK."""
         if not job_ids:
             return 0
-        call_keys = [keys.timer(ns), keys.ready(ns, queue), keys.dead(ns, queue)]
-        call_keys += [keys.priority(ns, queue), keys.meta(ns, queue)]
-        call_keys += [keys.job(ns, queue, job_id) for job_id in job_ids]
-        found = int(await self.scripts.ack(self.script_client, call_keys, [ns, queue, *job_ids]))
+        call_keys = contract.AckKeys(
+            keys.timer(ns),
+            keys.ready(ns, queue),
+            keys.dead(ns, queue),
+            keys.priority(ns, queue),
+            keys.meta(ns, queue),
+            tuple(keys.job(ns, queue, job_id) for job_id in job_ids),
+        )
+        found = await self.scripts.ack(self.script_client, call_keys, contract.AckArgs(ns, queue, tuple(job_ids)))
         for job_id in job_ids:
             self.observer.acked(self.pool, ns, queue, job_id)
         # A job lives in one layout only: the counts add up.
@@ -224,50 +218,48 @@ class Engine(DeadLetterOps, NamespaceOps):
         at once when `untried`), or in the dead letter when no tries are left. `untried` gives
         back the try and the attempt the reservation took. 404 unknown, 409 not reserved."""
         now = now_ms()
-        call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), *queue_keys(ns, queue), keys.dead(ns, queue)]
-        args: list[Arg] = [ns, queue, job_id, now, "" if delay_ms is None else delay_ms, reason, int(untried)]
-        outcome = await self._verb(self.scripts.release, call_keys, args)
-        if outcome[0] == b"buried":
+        call_keys = contract.ReleaseKeys(
+            keys.job(ns, queue, job_id), keys.timer(ns), *queue_keys(ns, queue), keys.dead(ns, queue)
+        )
+        args = contract.ReleaseArgs(ns, queue, job_id, now, "" if delay_ms is None else delay_ms, reason, int(untried))
+        outcome = replies.checked(await self.scripts.release(self.script_client, call_keys, args))
+        if outcome.status == b"buried":
             return Released(buried=True)
-        due = int(outcome[1])
-        if due > now:
-            await self._scheduled(ns, due)
-        return Released(buried=False, due_ms=due, remain_tries=int(outcome[2]))
+        if outcome.due_ms > now:
+            await self._scheduled(ns, outcome.due_ms)
+        return Released(buried=False, due_ms=outcome.due_ms, remain_tries=outcome.tries)
 
     async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
         """The reservation now ends ttr_ms from now; returns when (unix ms). 404 unknown, 409 not reserved."""
         deadline = now_ms() + ttr_ms
-        await self._verb(
-            self.scripts.touch, [keys.job(ns, queue, job_id), keys.timer(ns)], [ns, queue, job_id, deadline]
+        call_keys = contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns))
+        replies.checked(
+            await self.scripts.touch(self.script_client, call_keys, contract.TouchArgs(ns, queue, job_id, deadline))
         )
         await self._scheduled(ns, deadline)
         return deadline
 
     async def bury(self, ns: str, queue: str, job_id: str, reason: str) -> None:
         """The reserved job goes to the dead letter now. 404 unknown, 409 not reserved."""
-        call_keys = [keys.job(ns, queue, job_id), keys.timer(ns), keys.meta(ns, queue), keys.dead(ns, queue)]
-        await self._verb(self.scripts.bury, call_keys, [ns, queue, job_id, now_ms(), reason])
-
-    async def _verb(self, script: Script, call_keys: Sequence[str], args: Sequence[Arg]) -> list[Any]:
-        outcome: list[Any] = await script(self.script_client, call_keys, args)
-        if outcome[0] == b"missing":
-            raise NotFound("job not found")
-        if outcome[0] == b"not reserved":
-            raise Conflict("job is not reserved")
-        return outcome
+        call_keys = contract.BuryKeys(
+            keys.job(ns, queue, job_id), keys.timer(ns), keys.meta(ns, queue), keys.dead(ns, queue)
+        )
+        args = contract.BuryArgs(ns, queue, job_id, now_ms(), reason)
+        replies.checked(await self.scripts.bury(self.script_client, call_keys, args))
 
     # -- looking at a queue ------------------------------------------------------------------
 
     async def peek_queue(self, ns: str, queue: str) -> Job:
         if self.layout is not None and (ahead := await self.layout.ready_ahead(ns, queue, 1)):
             return ahead[0].job
-        call_keys = [keys.ready(ns, queue), keys.priority(ns, queue)]
-        found = await self.scripts.peek(self.script_client, call_keys, [keys.job(ns, queue, ""), PEEK_SCAN])
-        if not found:
+        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
+        found = await self.scripts.peek(
+            self.script_client, call_keys, contract.PeekArgs(keys.job(ns, queue, ""), PEEK_SCAN)
+        )
+        if found is None:
             raise NotFound("the queue is empty")
-        job_id, data, pttl, tries = found
-        body, attributes = decode_data(data)
-        return Job(ns, queue, job_id.decode(), body, ttl_seconds(pttl), tries, attributes)
+        body, attributes = decode_data(found.data)
+        return Job(ns, queue, found.job_id.decode(), body, ttl_seconds(found.pttl), found.tries, attributes)
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
         """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.
@@ -281,41 +273,40 @@ class Engine(DeadLetterOps, NamespaceOps):
         limit -= len(ahead)
         if limit <= 0:
             return ahead
-        call_keys = [keys.ready(ns, queue), keys.priority(ns, queue)]
-        args: list[Arg] = [keys.job(ns, queue, ""), limit, limit + PEEK_SCAN]
-        flat = await self.scripts.next_jobs(self.script_client, call_keys, args)
-        return ahead + [_ready_job(ns, queue, flat[i : i + NEXT_FIELDS]) for i in range(0, len(flat), NEXT_FIELDS)]
+        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
+        args = contract.NextArgs(keys.job(ns, queue, ""), limit, limit + PEEK_SCAN)
+        return ahead + [
+            replies.ready_job(ns, queue, j) for j in await self.scripts.next_jobs(self.script_client, call_keys, args)
+        ]
 
     async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
         """A job by id, whatever its state, with its state."""
         found = await self.scripts.job_state(
-            self.script_client, [keys.job(ns, queue, job_id), keys.timer(ns)], [ns, queue, job_id]
+            self.script_client,
+            contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns)),
+            contract.JobStateArgs(ns, queue, job_id),
         )
-        if not found:
+        if found is None:
             elsewhere = await self.layout.find(ns, queue, job_id) if self.layout is not None else None
             if elsewhere is None:
                 raise NotFound("job not found")
             return elsewhere
-        data, pttl, tries, state, priority, attempts, error, died, created, due = found
-        body, attributes = decode_data(data)
-        job = Job(ns, queue, job_id, body, ttl_seconds(pttl), tries, attributes, as_int(attempts) or 0, as_int(created))
-        return JobInfo(
-            job, _STATES.get(state, "delayed"), as_int(due), as_int(priority) or 0, as_text(error), as_int(died)
-        )
+        return replies.job_info(ns, queue, job_id, found)
 
     async def size(self, ns: str, queue: str) -> int:
         """Ready jobs, of any priority."""
-        call_keys = [keys.ready(ns, queue), keys.priority(ns, queue)]
-        ready = int(await self.scripts.size(self.script_client, call_keys, []))
+        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
+        ready = await self.scripts.size(self.script_client, call_keys, contract.NoArgs())
         return ready if self.layout is None else ready + await self.layout.ready_count(ns, queue)
 
     async def stats(self, ns: str, queue: str) -> QueueStats:
         await self._adopt_dead(ns, queue)
-        call_keys = [keys.ready(ns, queue), keys.priority(ns, queue), keys.dead(ns, queue), keys.meta(ns, queue)]
-        ready, delayed, reserved, dead, paused = await self.scripts.stats(self.script_client, call_keys, [])
-        if self.layout is not None:
-            ready += await self.layout.ready_count(ns, queue)
-        return QueueStats(ready, delayed, reserved, dead, bool(paused))
+        call_keys = contract.StatsKeys(
+            keys.ready(ns, queue), keys.priority(ns, queue), keys.dead(ns, queue), keys.meta(ns, queue)
+        )
+        counts = await self.scripts.stats(self.script_client, call_keys, contract.NoArgs())
+        ready = counts.ready if self.layout is None else counts.ready + await self.layout.ready_count(ns, queue)
+        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused))
 
     async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
         """Whether a publish with this job id would be a duplicate here: its job lives, or its unique_for lasts."""
@@ -324,8 +315,10 @@ class Engine(DeadLetterOps, NamespaceOps):
 
     async def pause(self, ns: str, queue: str, paused: bool) -> None:
         """Stops (or resumes) delivering the queue's jobs; publishes and timers go on."""
-        call_keys = [keys.meta(ns, queue), keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue)]
-        await self.scripts.pause(self.script_client, call_keys, ["1" if paused else "0"])
+        call_keys = contract.PauseKeys(
+            keys.meta(ns, queue), keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue)
+        )
+        await self.scripts.pause(self.script_client, call_keys, contract.PauseArgs("1" if paused else "0"))
 
     async def destroy(self, ns: str, queue: str) -> int:
         """Drops every ready job of the queue with its data; returns how many jobs were dropped."""
@@ -344,12 +337,3 @@ class Engine(DeadLetterOps, NamespaceOps):
         clients: tuple[Any, ...] = (self.script_client, self.redis, self.blocking)
         for client in {id(client): client for client in clients}.values():
             await client.aclose()
-
-
-def _ready_job(ns: str, queue: str, fields: list[Any]) -> JobInfo:
-    job_id, data, pttl, tries, priority, attempts, error, created = fields
-    body, attributes = decode_data(data)
-    job = Job(
-        ns, queue, job_id.decode(), body, ttl_seconds(pttl), tries, attributes, as_int(attempts) or 0, as_int(created)
-    )
-    return JobInfo(job, "ready", None, as_int(priority) or 0, as_text(error))

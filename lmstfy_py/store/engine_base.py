@@ -15,8 +15,10 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py.store import keys
+from lmstfy_py.store.contracts import Scripts
+from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
 from lmstfy_py.store.layout import Layout
-from lmstfy_py.store.scripts import Arg, Command, Script, ScriptClient, Scripts
+from lmstfy_py.store.scripts import Command, ScriptClient
 from lmstfy_py.store.wake import WakeHub
 from lmstfy_py.types import Job, NewJob
 
@@ -55,7 +57,7 @@ def as_text(value: Any) -> str | None:
 # Built once per queue rather than per request (the same strings for every job of a queue); bounded so
 # that clients naming endless queues cannot grow it.
 @functools.lru_cache(maxsize=4096)
-def queue_keys(ns: str, queue: str) -> tuple[str, ...]:
+def queue_keys(ns: str, queue: str) -> tuple[str, str, str, str]:
     """A queue's ready list, priority set, wake list and meta hash, as the scripts take them."""
     return keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)
 
@@ -141,20 +143,16 @@ class EngineBase:
         await self.script_client.execute_command(*index_due(ns, due_ms))
         self.timers.scheduled(due_ms)
 
-    async def _drain(self, script: Script, call_keys: Sequence[str], kind: Sequence[Arg], ns: str, queue: str) -> int:
+    async def _drain(self, call_keys: DestroyKeys, kind: str, ns: str, queue: str) -> int:
         """Repeats a chunked destroy until it reports nothing left; how many jobs it deleted."""
-        args = [keys.job(ns, queue, ""), CHUNK, *kind]
+        args = DestroyArgs(keys.job(ns, queue, ""), CHUNK, kind)
         total, left = 0, 1
         while left:
-            deleted, left = await script(self.script_client, call_keys, args)
-            total += deleted
+            chunk = await self.scripts.destroy(self.script_client, call_keys, args)
+            total, left = total + chunk.done, chunk.left
         return total
 
     async def _destroy_ours(self, ns: str, queue: str) -> int:
         """Drops every ready job of the queue in our layout with its data; how many were dropped."""
-        dropped = await self._drain(
-            self.scripts.destroy, [keys.priority(ns, queue), keys.wake(ns, queue)], ["z"], ns, queue
-        )
-        return dropped + await self._drain(
-            self.scripts.destroy, [keys.ready(ns, queue), keys.wake(ns, queue)], ["l"], ns, queue
-        )
+        dropped = await self._drain(DestroyKeys(keys.priority(ns, queue), keys.wake(ns, queue)), "z", ns, queue)
+        return dropped + await self._drain(DestroyKeys(keys.ready(ns, queue), keys.wake(ns, queue)), "l", ns, queue)

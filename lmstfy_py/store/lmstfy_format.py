@@ -37,6 +37,15 @@ from typing import Any, cast
 
 from lmstfy_py import tasks
 from lmstfy_py.store import keys
+from lmstfy_py.store.contracts.jobs import ReserveKeys
+from lmstfy_py.store.contracts.upkeep import (
+    DropArgs,
+    DropKeys,
+    LmstfyDeadArgs,
+    LmstfyDeadKeys,
+    LmstfyPumpArgs,
+    TimerKeys,
+)
 from lmstfy_py.store.engine import PEEK_SCAN, WAIT_SLICE_S, Engine, now_ms, ttl_seconds
 from lmstfy_py.store.engine_base import queue_keys
 from lmstfy_py.types import Job, JobInfo
@@ -82,11 +91,10 @@ class LmstfyLayout:
         takes lmstfy-py's own in the same step when lmstfy's run out)."""
         if not self.present:
             return []
-        call_keys = [keys.timer(ns)]
-        for queue in queues:
-            call_keys += [keys.lmstfy_ready(ns, queue), *queue_keys(ns, queue)]
-        script = self.engine.scripts.lmstfy_reserve
-        jobs = await self.engine.run_reserve(script, call_keys, ns, queues, ttr_ms, count, frozen)
+        per_queue = tuple(key for queue in queues for key in (keys.lmstfy_ready(ns, queue), *queue_keys(ns, queue)))
+        call_keys = ReserveKeys(keys.timer(ns), per_queue)
+        step = self.engine.scripts.lmstfy_reserve
+        jobs = await self.engine.run_reserve(step, call_keys, ns, queues, ttr_ms, count, frozen)
         if jobs:
             await self.engine.register_namespace(ns)
         return jobs
@@ -100,8 +108,8 @@ class LmstfyLayout:
         when it comes due, as in lmstfy."""
         if not self.present or not job_ids:
             return 0
-        data_keys = [keys.lmstfy_job(ns, queue, job_id) for job_id in dict.fromkeys(job_ids)]
-        return int(await self.engine.scripts.lmstfy_drop(self.engine.script_client, data_keys, ["keys"]))
+        data_keys = DropKeys(tuple(keys.lmstfy_job(ns, queue, job_id) for job_id in dict.fromkeys(job_ids)))
+        return (await self.engine.scripts.lmstfy_drop(self.engine.script_client, data_keys, DropArgs("keys", ()))).done
 
     async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
         return bool(await self.redis.exists(keys.lmstfy_job(ns, queue, job_id)))
@@ -158,10 +166,10 @@ class LmstfyLayout:
         prefix = keys.lmstfy_job(ns, queue, "")
         total, left = 0, 1
         while left:
-            dropped, left = await self.engine.scripts.lmstfy_drop(
-                self.engine.script_client, [list_key], ["list", prefix, CHUNK]
+            chunk = await self.engine.scripts.lmstfy_drop(
+                self.engine.script_client, DropKeys((list_key,)), DropArgs("list", (prefix, CHUNK))
             )
-            total += int(dropped)
+            total, left = total + chunk.done, chunk.left
         return total
 
     async def drop_namespace(self, ns: str) -> int:
@@ -183,11 +191,10 @@ class LmstfyLayout:
         total = 0
         for start in range(0, len(members), CHUNK):
             chunk = members[start : start + CHUNK]
-            total += int(
-                await self.engine.scripts.lmstfy_drop(
-                    self.engine.script_client, [keys.LMSTFY_TIMER], ["members", *chunk]
-                )
+            dropped = await self.engine.scripts.lmstfy_drop(
+                self.engine.script_client, DropKeys((keys.LMSTFY_TIMER,)), DropArgs("members", tuple(chunk))
             )
+            total += dropped.done
         return total
 
 
@@ -202,10 +209,12 @@ async def adopt_dead_letter(engine: Engine, ns: str, queue: str) -> int:
         return 0
     total, left = 0, 1
     while left:
-        moved, left = await engine.scripts.lmstfy_dead(
-            engine.script_client, [legacy, keys.dead(ns, queue)], [ns, queue, CHUNK, now_ms()]
+        chunk = await engine.scripts.lmstfy_dead(
+            engine.script_client,
+            LmstfyDeadKeys(legacy, keys.dead(ns, queue)),
+            LmstfyDeadArgs(ns, queue, CHUNK, now_ms()),
         )
-        total += int(moved)
+        total, left = total + chunk.done, chunk.left
     if total:
         await engine.register_namespace(ns)
     return total
@@ -246,11 +255,11 @@ class LmstfyMover(tasks.Background):
         """Moves lmstfy's due timer members; returns the next one's due time (unix s), -1 for none."""
         while True:
             now = now_ms()
-            moved, next_due_s = await self.engine.scripts.lmstfy_pump(
-                self.engine.script_client, [keys.LMSTFY_TIMER], [now // 1000, PUMP_BATCH, now]
+            pumped = await self.engine.scripts.lmstfy_pump(
+                self.engine.script_client, TimerKeys(keys.LMSTFY_TIMER), LmstfyPumpArgs(now // 1000, PUMP_BATCH, now)
             )
-            if int(moved) < PUMP_BATCH:
-                return float(next_due_s)
+            if pumped.moved < PUMP_BATCH:
+                return float(pumped.next_due_s)
 
     async def check(self) -> None:
         """Moves lmstfy's dead letters; logs when lmstfy's data is found, and when none is left."""

@@ -8,8 +8,8 @@ from typing import Any
 
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store import keys, schedule_ops
+from lmstfy_py.store.contracts.upkeep import DestroyKeys, ForgetArgs, ForgetKeys, PumpArgs, PurgeTimerArgs, TimerKeys
 from lmstfy_py.store.engine_base import CHUNK, EngineBase, PumpResult, now_ms
-from lmstfy_py.store.scripts import Arg
 
 PURGE_ROUNDS = 5  # purge passes while publishers, consumers or pumps use the namespace it empties
 
@@ -58,36 +58,49 @@ class NamespaceOps(EngineBase):
         return total
 
     async def _forget(self, ns: str) -> bool:
-        call_keys = [keys.timer(ns), keys.queues(ns)]
-        prefixes = [keys.ready_prefix(ns), keys.dead_prefix(ns), keys.wake_prefix(ns)]
-        prefixes += [keys.priority_prefix(ns), keys.meta_prefix(ns)]
-        return bool(await self.scripts.forget_namespace(self.script_client, call_keys, prefixes))
+        call_keys = ForgetKeys(keys.timer(ns), keys.queues(ns))
+        prefixes = ForgetArgs(
+            keys.ready_prefix(ns),
+            keys.dead_prefix(ns),
+            keys.wake_prefix(ns),
+            keys.priority_prefix(ns),
+            keys.meta_prefix(ns),
+        )
+        return await self.scripts.forget_namespace(self.script_client, call_keys, prefixes)
 
     async def _purge_round(self, ns: str, queues: Sequence[str]) -> int:
         total, left = 0, 1
         while left:
-            deleted, left = await self.scripts.purge_timer(
-                self.script_client, [keys.timer(ns)], [CHUNK, keys.job_prefix(ns), keys.meta_prefix(ns)]
+            chunk = await self.scripts.purge_timer(
+                self.script_client,
+                TimerKeys(keys.timer(ns)),
+                PurgeTimerArgs(CHUNK, keys.job_prefix(ns), keys.meta_prefix(ns)),
             )
-            total += deleted
+            total, left = total + chunk.done, chunk.left
         for queue in queues:
             # destroy.lua empties any list of (tries, id) elements with their jobs' data: dead letters too.
             total += await self._destroy_ours(ns, queue)
-            total += await self._drain(
-                self.scripts.destroy, [keys.dead(ns, queue), keys.wake(ns, queue)], ["l"], ns, queue
-            )
+            total += await self._drain(DestroyKeys(keys.dead(ns, queue), keys.wake(ns, queue)), "l", ns, queue)
         return total
 
     async def pump(self, ns: str, now: int) -> PumpResult:
         """Moves every due timer member of the namespace, CHUNK per script call."""
-        args: list[Arg] = [now, CHUNK, keys.job_prefix(ns), keys.ready_prefix(ns), keys.dead_prefix(ns)]
-        args += [keys.wake_prefix(ns), keys.priority_prefix(ns), keys.meta_prefix(ns)]
+        args = PumpArgs(
+            now,
+            CHUNK,
+            keys.job_prefix(ns),
+            keys.ready_prefix(ns),
+            keys.dead_prefix(ns),
+            keys.wake_prefix(ns),
+            keys.priority_prefix(ns),
+            keys.meta_prefix(ns),
+        )
         to_ready = to_dead = 0
         while True:
-            ready, dead, next_due = await self.scripts.pump(self.script_client, [keys.timer(ns)], args)
-            to_ready, to_dead = to_ready + ready, to_dead + dead
-            if next_due == -1 or next_due > now:
-                result = PumpResult(to_ready, to_dead, next_due)
+            pumped = await self.scripts.pump(self.script_client, TimerKeys(keys.timer(ns)), args)
+            to_ready, to_dead = to_ready + pumped.ready, to_dead + pumped.dead
+            if pumped.next_due == -1 or pumped.next_due > now:
+                result = PumpResult(to_ready, to_dead, pumped.next_due)
                 self.observer.pumped(self.pool, ns, result)
                 return result
 

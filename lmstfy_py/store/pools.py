@@ -38,6 +38,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store import wake
+from lmstfy_py.store.contracts import Scripts
 from lmstfy_py.store.counted import CommandCounter, CountedCluster, CountedRedis, ignore
 from lmstfy_py.store.engine import Engine, EngineObserver, TimerSignal
 from lmstfy_py.store.faults import outage_reason
@@ -45,7 +46,6 @@ from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.lmstfy_format import LmstfyLayout, holds_lmstfy_data
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pipelined import PipelinedRedis
-from lmstfy_py.store.scripts import Scripts
 
 # A Redis that stops answering (frozen, partitioned) fails a command after this long, and the
 # request that made it answers 503: every request is answered within about this of Redis

@@ -11,14 +11,21 @@ processes firing, and no job exists only in a process's memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState, TooManySchedules, unpacked
 from lmstfy_py.store import keys
+from lmstfy_py.store.contracts.upkeep import (
+    ScheduleDeleteArgs,
+    ScheduleDeleteKeys,
+    ScheduleFireArgs,
+    ScheduleFireKeys,
+    ScheduleKeys,
+    SchedulePutArgs,
+)
 from lmstfy_py.store.jobdata import encode_data
-from lmstfy_py.store.scripts import Arg
 from lmstfy_py.types import NewJob
 
 if TYPE_CHECKING:
@@ -44,9 +51,9 @@ async def put(engine: EngineBase, ns: str, schedule: Schedule, now_ms: int) -> t
     await engine.register_namespace(ns)  # the scheduler's sweep reads the namespace registry
     first = schedule.first(now_ms)
     field = keys.schedule_field(schedule.queue, schedule.name)
-    call_keys = [keys.schedules(ns), keys.schedule_ticks(ns)]
-    args: list[Arg] = [field, schedule.packed(), first, schedule.namespace_cap]
-    created = int(await engine.scripts.schedule_put(engine.script_client, call_keys, args))
+    call_keys = ScheduleKeys(keys.schedules(ns), keys.schedule_ticks(ns))
+    args = SchedulePutArgs(field, schedule.packed(), first, schedule.namespace_cap)
+    created = await engine.scripts.schedule_put(engine.script_client, call_keys, args)
     if created < 0:
         raise TooManySchedules(schedule.namespace_cap)
     await engine.script_client.execute_command(*_index(ns, first))
@@ -92,7 +99,8 @@ def _state(schedule: Schedule, next_ms: int, last: bytes | None) -> ScheduleStat
 
 async def delete(engine: EngineBase, ns: str, queue: str, name: str) -> None:
     field = keys.schedule_field(queue, name)
-    if not await engine.scripts.schedule_delete(engine.script_client, _schedule_keys(ns), [field]):
+    call_keys = ScheduleDeleteKeys(keys.schedules(ns), keys.schedule_ticks(ns), keys.schedule_last(ns))
+    if not await engine.scripts.schedule_delete(engine.script_client, call_keys, ScheduleDeleteArgs(field)):
         raise NotFound("schedule not found")
 
 
@@ -140,12 +148,34 @@ async def _fire(engine: EngineBase, ns: str, field: str, packed: bytes, tick_ms:
     next_ms = schedule.following(tick_ms, tick_ms if on_time else now_ms)
     publish = on_time or schedule.catchup == "one"
     job_id = ids.new_job_id(0, 0, now_ms)
-    call_keys = [*_schedule_keys(ns), keys.job(ns, queue, job_id), keys.timer(ns), keys.queues(ns)]
-    call_keys += [keys.tombstone(ns, queue, job_id), keys.ready(ns, queue), keys.priority(ns, queue)]
-    call_keys += [keys.wake(ns, queue), keys.meta(ns, queue)]
-    args: list[Any] = [field, packed, tick_ms, next_ms, "1" if publish else "0"]
-    args += [encode_data(schedule.body, None), schedule.ttl_ms, schedule.tries, ns, queue, job_id, now_ms]
-    args.append(schedule.priority)
+    call_keys = ScheduleFireKeys(
+        keys.schedules(ns),
+        keys.schedule_ticks(ns),
+        keys.schedule_last(ns),
+        keys.job(ns, queue, job_id),
+        keys.timer(ns),
+        keys.queues(ns),
+        keys.tombstone(ns, queue, job_id),
+        keys.ready(ns, queue),
+        keys.priority(ns, queue),
+        keys.wake(ns, queue),
+        keys.meta(ns, queue),
+    )
+    args = ScheduleFireArgs(
+        field,
+        packed,
+        tick_ms,
+        next_ms,
+        "1" if publish else "0",
+        encode_data(schedule.body, None),
+        schedule.ttl_ms,
+        schedule.tries,
+        ns,
+        queue,
+        job_id,
+        now_ms,
+        schedule.priority,
+    )
     if await engine.scripts.schedule_fire(engine.script_client, call_keys, args) == 1:
         job = NewJob(schedule.body, schedule.ttl_ms, 0, schedule.tries, None, schedule.priority, job_id)
         engine.observer.published(engine.pool, ns, queue, [job], None)

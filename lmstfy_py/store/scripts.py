@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, get_origin, get_type_hints
 
 from redis.exceptions import NoScriptError
 
@@ -58,53 +57,74 @@ def _read(name: str) -> str:
     return (resources.files("lmstfy_py.store") / "lua" / f"{name}.lua").read_text()
 
 
-def _load(name: str) -> Script:
+def load(name: str) -> Script:
+    """lua/NAME.lua, after the helpers it uses."""
     # The scripts serving lmstfy's layout (lmstfy_*.lua) share helpers of their own.
     libraries = ["_lib", "_lmstfy"] if name.startswith("lmstfy_") else ["_lib"]
     return Script(name, "\n".join(_read(part) for part in [*libraries, name]))
 
 
-@dataclass(frozen=True)
-class Scripts:
-    """One attribute per lua/*.lua (but _lib.lua, which each of them starts with, and _lmstfy.lua)."""
+K = TypeVar("K", bound=tuple[Any, ...])
+A = TypeVar("A", bound=tuple[Any, ...])
+R = TypeVar("R")
+T = TypeVar("T")
+ScriptCall = tuple[Script, Sequence[str], Sequence[Arg]]
 
-    publish: Script
-    reserve: Script
-    pump: Script
-    ack: Script
-    release: Script
-    touch: Script
-    bury: Script
-    peek: Script
-    next_jobs: Script
-    job_state: Script
-    size: Script
-    stats: Script
-    pause: Script
-    destroy: Script
-    respawn: Script
-    respawn_one: Script
-    delete_dead: Script
-    delete_dead_one: Script
-    dead_page: Script
-    purge_timer: Script
-    forget_namespace: Script
-    schedule_put: Script
-    schedule_delete: Script
-    schedule_fire: Script
-    lmstfy_reserve: Script
-    lmstfy_pump: Script
-    lmstfy_dead: Script
-    lmstfy_drop: Script
 
-    @classmethod
-    def load(cls) -> Scripts:
-        return cls(**{name: _load(name) for name in cls.__dataclass_fields__})
+def _rest(fields: type[tuple[Any, ...]]) -> bool:
+    """Whether the NamedTuple's last field is a tuple: the variadic rest of the KEYS or ARGV."""
+    hints = list(get_type_hints(fields).values())
+    return bool(hints) and get_origin(hints[-1]) is tuple
+
+
+def _flat(values: tuple[Any, ...], rest: bool) -> tuple[Any, ...]:
+    return values[:-1] + values[-1] if rest else values
+
+
+class Step(Generic[K, A, R]):
+    """A Lua script called through its contract (store/contracts.py): its KEYS and its ARGV as
+    NamedTuples whose fields are in the script's order (a last field typed as a tuple holds the
+    variadic rest), and the parser of its reply. The lua file's header names the same slots:
+    tests/store/test_script_contracts.py holds the two together."""
+
+    def __init__(self, script: Script, keys: type[K], args: type[A], parse: Callable[[Any], R]) -> None:
+        self.script = script
+        self.keys = keys
+        self.args = args
+        self.parse = parse
+        # Read once here, not per call: the hot steps (publish, reserve, ack) run per request.
+        self._keys_rest = _rest(keys)
+        self._args_rest = _rest(args)
+
+    def call(self, keys: K, args: A) -> ScriptCall:
+        """The positional call, for run_pipeline; its reply goes through self.parse."""
+        # _flat inlined: this runs per publish and per reserve.
+        flat_keys = keys[:-1] + keys[-1] if self._keys_rest else keys
+        return self.script, flat_keys, args[:-1] + args[-1] if self._args_rest else args
+
+    async def __call__(self, client: ScriptClient, keys: K, args: A) -> R:
+        flat_keys, flat_args = _flat(keys, self._keys_rest), _flat(args, self._args_rest)
+        return self.parse(await self.script(client, flat_keys, flat_args))
+
+
+def rows(make: Callable[[Iterable[Any]], T], width: int) -> Callable[[list[Any]], list[T]]:
+    """The parser of a flat reply holding `width` fields per row."""
+    return lambda flat: [make(flat[i : i + width]) for i in range(0, len(flat), width)]
+
+
+def optional(make: Callable[[Iterable[Any]], T]) -> Callable[[list[Any] | None], T | None]:
+    """The parser of a reply that is nil (None) when there is nothing to answer."""
+    return lambda reply: make(reply) if reply else None
+
+
+def store_step(name: str, keys: type[K], args: type[A], parse: Callable[[Any], R]) -> Step[K, A, R]:
+    """The Step of lua/NAME.lua."""
+    return Step(load(name), keys, args, parse)
 
 
 async def run_pipeline(
     client: ScriptClient,
-    calls: Sequence[tuple[Script, Sequence[str], Sequence[Arg]]],
+    calls: Sequence[ScriptCall],
     tail: Sequence[Command] = (),
 ) -> list[Any]:
     """Runs script calls, then the raw commands of `tail`, in one pipeline (one round trip).

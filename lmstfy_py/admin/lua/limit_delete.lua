@@ -1,7 +1,7 @@
 -- Deletes limits and, if any existed, bumps the version every process polls, in one atomic step.
 -- KEYS[1]: the limits hash (field -> JSON limit)
 -- KEYS[2]: the limits version counter
--- ARGV: the fields (pool/ns/token) to delete, at least one
+-- ARGV[1..]: the fields (pool/ns/token) to delete, at least one
 -- Returns how many existed.
 local deleted = redis.call("HDEL", KEYS[1], unpack(ARGV))
 if deleted > 0 then

@@ -2,7 +2,7 @@
 -- list or priority set; a dead letter when purging) with the jobs' data. The caller repeats it
 -- until nothing is left, so Redis is never blocked for long.
 -- KEYS[1] the list or set  KEYS[2] the queue's wake list (deleted once KEYS[1] is empty)
--- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] chunk size  ARGV[3] "z" for a sorted set
+-- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] chunk size  ARGV[3] kind: "z" for a sorted set
 -- Returns {jobs dropped, elements left}.
 local n, zset = tonumber(ARGV[2]), ARGV[3] == 'z'
 local elements

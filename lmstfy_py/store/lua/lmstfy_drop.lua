@@ -1,10 +1,11 @@
 -- lmstfy_drop: deletes jobs lmstfy left: their data (an ACK of a job lmstfy delivered, or of one
 -- still waiting in lmstfy's layout), or with ARGV[1] = "list" a chunk of one of lmstfy's lists
 -- (a destroyed queue's ready list, a purged dead letter) with the data its elements name.
--- "keys": KEYS = lmstfy's job data keys; returns how many existed.
--- "members": KEYS[1] lmstfy's timer_set, ARGV[2..] members of it (a purged namespace's):
+-- KEYS[1..] the keys of the mode  ARGV[1] mode  ARGV[2..] the arguments of the mode:
+-- "keys": KEYS lmstfy's job data keys, no arguments; returns how many existed.
+-- "members": KEYS lmstfy's timer_set, arguments members of it (a purged namespace's):
 -- each leaves the set with its job's data; returns how many jobs had data.
--- "list": KEYS[1] the list  ARGV[2] job data key prefix "j/<ns>/<q>/"  ARGV[3] chunk size;
+-- "list": KEYS the list, arguments the job data key prefix "j/<ns>/<q>/" and the chunk size;
 -- returns {jobs deleted, elements left}.
 if ARGV[1] == 'keys' then
     return redis.call('DEL', unpack(KEYS))

@@ -3,9 +3,9 @@
 -- as it is reserved, in this one step (its id, data, ttl and tries kept), exactly as reserve.lua
 -- reserves its own. A paused queue is skipped; an element whose data is gone (ACKed or expired
 -- under lmstfy) is dropped, as lmstfy drops it.
--- KEYS[1] lmstfy-py's timer zset, then per queue: lmstfy's ready list, and lmstfy-py's ready
--- list, priority set, wake list, meta hash
--- ARGV[1] ttr deadline ms  ARGV[2] count  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
+-- KEYS[1] lmstfy-py's timer zset  KEYS[2..] per queue: lmstfy's ready list, and lmstfy-py's
+-- ready list, priority set, wake list, meta hash
+-- ARGV[1] ttr deadline ms  ARGV[2] most jobs (count)  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
 -- ARGV[5] "1" to keep the tries (a pusher's delivery), else "0"  ARGV[6..] queue names
 -- Returns reserve.lua's flat array, seven fields per job.
 local r = {timer = KEYS[1], deadline = ARGV[1], ns = ARGV[3], prefix = ARGV[4], out = {}}

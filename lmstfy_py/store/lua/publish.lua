@@ -1,11 +1,11 @@
 -- publish: store a new job and make it ready now, or schedule it on the timer.
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3] queue registry set  KEYS[4] tombstone of the id
 -- KEYS[5..8] the queue's ready list, priority set, wake list, meta hash  KEYS[9] dead list
--- republish only: KEYS[10] hash of the job it replaces
--- ARGV[1] msgpack [body, attributes]  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
+-- KEYS[10..] republish only: the hash of the job it replaces
+-- ARGV[1] job data: msgpack [body, attributes]  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
 -- ARGV[4] tries  ARGV[5] namespace  ARGV[6] queue  ARGV[7] job id  ARGV[8] now ms
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)
--- ARGV[12] id of the job it replaces (republish only)
+-- ARGV[12..] id of the job it replaces (republish only)
 -- Returns 1, or 0 when a job with this id is alive in the queue or its id is still taken
 -- (unique_for): nothing is created, and a retried call does nothing twice.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}

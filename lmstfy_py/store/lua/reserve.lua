@@ -2,8 +2,8 @@
 -- before its ready list), and in the same step record each as reserved on the timer at the ttr
 -- deadline, so a job is never outside Redis's records (a consumer that dies gets it
 -- redelivered). Paused queues are skipped. Elements whose job data has expired (ttl) are dropped.
--- KEYS[1] timer zset, then per queue: ready list, priority set, wake list, meta hash
--- ARGV[1] ttr deadline ms  ARGV[2] count  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
+-- KEYS[1] timer zset  KEYS[2..] per queue: its ready list, priority set, wake list, meta hash
+-- ARGV[1] ttr deadline ms  ARGV[2] most jobs (count)  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
 -- ARGV[5] "1" to keep the tries (a pusher's delivery, as lmstfy's: retried until the ttl), else "0"
 -- ARGV[6..n+5] queue names, in the order of their keys
 -- Job keys are built from ARGV[4]: they share KEYS[1]'s hash tag, so the same slot.

@@ -1,0 +1,101 @@
+"""The contracts of admin/lua/*.lua, as store/contracts/ holds the store's: KEYS and ARGV
+NamedTuples in the scripts' order, named as their headers name them (a last field typed as a
+tuple is the variadic rest), and each reply's parser."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, NamedTuple
+
+from lmstfy_py.store.scripts import A, K, R, Script, Step
+
+
+def admin_step(name: str, keys: type[K], args: type[A], parse: Callable[[Any], R]) -> Step[K, A, R]:
+    """The Step of admin/lua/NAME.lua."""
+    source = (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text()
+    return Step(Script(name, source), keys, args, parse)
+
+
+def _ignored(reply: Any) -> None:
+    return None
+
+
+def _window(reply: Any) -> int | None:
+    return None if reply is None else int(reply)
+
+
+class LimitKeys(NamedTuple):
+    limits: str
+    version: str
+
+
+class LimitSetArgs(NamedTuple):
+    field: str
+    limit: str
+    only_new: str
+
+
+LIMIT_SET = admin_step("limit_set", LimitKeys, LimitSetArgs, bool)
+
+
+class LimitDeleteArgs(NamedTuple):
+    fields: tuple[str, ...]
+
+
+LIMIT_DELETE = admin_step("limit_delete", LimitKeys, LimitDeleteArgs, int)
+
+
+class CounterKeys(NamedTuple):
+    counter: str
+
+
+class TakeArgs(NamedTuple):
+    units: int
+    interval: int
+
+
+THROTTLE_TAKE = admin_step("throttle_take", CounterKeys, TakeArgs, _window)
+
+
+class GiveBackArgs(NamedTuple):
+    window: int
+
+
+THROTTLE_GIVE_BACK = admin_step("throttle_give_back", CounterKeys, GiveBackArgs, _ignored)
+
+
+class LoginArgs(NamedTuple):
+    count_failure: str
+    window: int
+
+
+class Failures(NamedTuple):
+    failures: int
+    left_ms: int
+
+
+LOGIN_FAILURES = admin_step("login_failures", CounterKeys, LoginArgs, Failures._make)
+
+
+class RatesKeys(NamedTuple):
+    rates: str
+
+
+class RatesArgs(NamedTuple):
+    expiry: int
+    pairs: tuple[str | int, ...]
+
+
+RATES_ADD = admin_step("rates_add", RatesKeys, RatesArgs, _ignored)
+
+
+class SwitchKeys(NamedTuple):
+    switch: str
+
+
+class SwitchArgs(NamedTuple):
+    state: str
+
+
+SWITCH_SET = admin_step("switch_set", SwitchKeys, SwitchArgs, int)

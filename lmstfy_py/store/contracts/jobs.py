@@ -1,0 +1,264 @@
+"""The contracts of the job steps: publish, reserve and a worker's verbs, and the reads of a queue.
+
+Each NamedTuple lists a script's KEYS or ARGV in the script's order, named as its header names
+them (tests/store/test_script_contracts.py); a last field typed as a tuple is the variadic rest.
+The reply NamedTuples are what the scripts answer, field by field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from lmstfy_py.store.scripts import Arg, Step, optional, rows, store_step
+
+
+class NoArgs(NamedTuple):
+    pass
+
+
+class PublishKeys(NamedTuple):
+    job: str
+    timer: str
+    registry: str
+    tombstone: str
+    ready: str
+    priority: str
+    wake: str
+    meta: str
+    dead: str
+    replaces: tuple[str, ...]
+
+
+class PublishArgs(NamedTuple):
+    data: bytes
+    ttl: int
+    due: int
+    tries: int
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+    priority: int
+    unique_for: int
+    backoff: str
+    replaces: tuple[str, ...]
+
+
+PUBLISH = store_step("publish", PublishKeys, PublishArgs, bool)
+
+
+class ReserveKeys(NamedTuple):
+    timer: str
+    per_queue: tuple[str, ...]
+
+
+class ReserveArgs(NamedTuple):
+    deadline: int
+    most_jobs: int
+    namespace: str
+    prefix: str
+    keep_tries: str
+    queue_names: tuple[str, ...]
+
+
+class Reserved(NamedTuple):
+    queue: bytes
+    job_id: bytes
+    data: bytes
+    pttl: int
+    tries: int
+    attempts: int
+    created: Any
+
+
+_reserved = rows(Reserved._make, len(Reserved._fields))
+
+RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserved)
+LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserved)
+
+
+class AckKeys(NamedTuple):
+    timer: str
+    ready: str
+    dead: str
+    priority: str
+    meta: str
+    job_hashes: tuple[str, ...]
+
+
+class AckArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_ids: tuple[str, ...]
+
+
+ACK = store_step("ack", AckKeys, AckArgs, int)
+
+
+class VerbKeys(NamedTuple):
+    """A job's hash and its namespace's timer (touch, job_state)."""
+
+    job: str
+    timer: str
+
+
+class ReleaseKeys(NamedTuple):
+    job: str
+    timer: str
+    ready: str
+    priority: str
+    wake: str
+    meta: str
+    dead: str
+
+
+class ReleaseArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+    delay: Arg
+    reason: str
+    untried: int
+
+
+class TouchArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    deadline: int
+
+
+class BuryKeys(NamedTuple):
+    job: str
+    timer: str
+    meta: str
+    dead: str
+
+
+class BuryArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+    reason: str
+
+
+class Outcome(NamedTuple):
+    """A verb's reply: {"released", due ms, remaining tries}, {"touched"}, {"buried"}, {"missing"}..."""
+
+    status: bytes
+    due_ms: int = 0
+    tries: int = 0
+
+
+def _outcome(reply: list[Any]) -> Outcome:
+    # Not Outcome._make: it takes no defaults, and only "released" answers all three fields.
+    return Outcome(*reply)
+
+
+RELEASE = store_step("release", ReleaseKeys, ReleaseArgs, _outcome)
+TOUCH = store_step("touch", VerbKeys, TouchArgs, _outcome)
+BURY = store_step("bury", BuryKeys, BuryArgs, _outcome)
+
+
+class QueueKeys(NamedTuple):
+    """The ready list and priority set of a queue (peek, next_jobs, size)."""
+
+    ready: str
+    priority: str
+
+
+SIZE = store_step("size", QueueKeys, NoArgs, int)
+
+
+class PeekArgs(NamedTuple):
+    prefix: str
+    most_elements: int
+
+
+class Peeked(NamedTuple):
+    job_id: bytes
+    data: bytes
+    pttl: int
+    tries: int
+
+
+PEEK = store_step("peek", QueueKeys, PeekArgs, optional(Peeked._make))
+
+
+class NextArgs(NamedTuple):
+    prefix: str
+    jobs: int
+    most_elements: int
+
+
+class NextJob(NamedTuple):
+    job_id: bytes
+    data: bytes
+    pttl: int
+    tries: int
+    priority: Any
+    attempts: Any
+    error: Any
+    created: Any
+
+
+NEXT_JOBS = store_step("next_jobs", QueueKeys, NextArgs, rows(NextJob._make, len(NextJob._fields)))
+
+
+class JobStateArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+
+
+class JobState(NamedTuple):
+    data: bytes
+    pttl: int
+    tries: int
+    state: Any
+    priority: Any
+    attempts: Any
+    error: Any
+    died: Any
+    created: Any
+    due: Any
+
+
+JOB_STATE = store_step("job_state", VerbKeys, JobStateArgs, optional(JobState._make))
+
+
+class StatsKeys(NamedTuple):
+    ready: str
+    priority: str
+    dead: str
+    meta: str
+
+
+class Counts(NamedTuple):
+    ready: int
+    delayed: int
+    reserved: int
+    dead: int
+    paused: int
+
+
+STATS = store_step("stats", StatsKeys, NoArgs, Counts._make)
+
+
+class PauseKeys(NamedTuple):
+    meta: str
+    ready: str
+    priority: str
+    wake: str
+
+
+class PauseArgs(NamedTuple):
+    pause: str
+
+
+PAUSE = store_step("pause", PauseKeys, PauseArgs, int)
+
+
+ReserveStep = Step[ReserveKeys, ReserveArgs, list[Reserved]]

@@ -1,0 +1,41 @@
+"""What the Engine makes of the job steps' replies (store/contracts/jobs.py): Jobs, JobInfos, errors."""
+
+from __future__ import annotations
+
+from lmstfy_py.errors import Conflict, NotFound
+from lmstfy_py.store.contracts.jobs import JobState, NextJob, Outcome, Reserved
+from lmstfy_py.store.engine_base import as_int, as_text, ttl_seconds
+from lmstfy_py.store.jobdata import decode_data
+from lmstfy_py.types import Job, JobInfo, JobStateName
+
+_STATES: dict[bytes, JobStateName] = {b"T": "delayed", b"R": "ready", b"X": "reserved", b"D": "dead"}
+
+
+def reserved_job(ns: str, r: Reserved) -> Job:
+    body, attributes = decode_data(r.data)
+    queue, job_id = r.queue.decode(), r.job_id.decode()
+    return Job(ns, queue, job_id, body, ttl_seconds(r.pttl), r.tries, attributes, r.attempts, as_int(r.created))
+
+
+def ready_job(ns: str, queue: str, j: NextJob) -> JobInfo:
+    body, attributes = decode_data(j.data)
+    attempts, created = as_int(j.attempts) or 0, as_int(j.created)
+    job = Job(ns, queue, j.job_id.decode(), body, ttl_seconds(j.pttl), j.tries, attributes, attempts, created)
+    return JobInfo(job, "ready", None, as_int(j.priority) or 0, as_text(j.error))
+
+
+def job_info(ns: str, queue: str, job_id: str, f: JobState) -> JobInfo:
+    body, attributes = decode_data(f.data)
+    attempts, created = as_int(f.attempts) or 0, as_int(f.created)
+    job = Job(ns, queue, job_id, body, ttl_seconds(f.pttl), f.tries, attributes, attempts, created)
+    state = _STATES.get(f.state, "delayed")
+    return JobInfo(job, state, as_int(f.due), as_int(f.priority) or 0, as_text(f.error), as_int(f.died))
+
+
+def checked(outcome: Outcome) -> Outcome:
+    """A verb's outcome, or the error its status says."""
+    if outcome.status == b"missing":
+        raise NotFound("job not found")
+    if outcome.status == b"not reserved":
+        raise Conflict("job is not reserved")
+    return outcome

@@ -29,12 +29,11 @@ from lmstfy_py.web.dashboard.render import (
     confirmed,
     form_of,
     page,
+    page_routes,
     pool_of,
     runtime_of,
     store_of,
-    ui,
 )
-from lmstfy_py.web.middleware import route
 from lmstfy_py.web.schedules import check_name, schedule_from
 
 CRON = "/ui/cron"
@@ -169,8 +168,4 @@ async def delete(request: Request) -> Response:
     return back_to(CRON, pool, "schedule_deleted", ns=ns)
 
 
-ROUTES = [
-    route(CRON, "GET", ui(show_cron)),
-    route(CRON + "/save", "POST", ui(save)),
-    route(CRON + "/delete", "POST", ui(delete)),
-]
+ROUTES = page_routes(CRON, show_cron, {"save": save, "delete": delete})

@@ -20,8 +20,17 @@ from starlette.responses import Response
 from lmstfy_py.admin.pushers import Pusher, pusher_from
 from lmstfy_py.errors import Conflict, InvalidParameter, LmstfyError, NotFound
 from lmstfy_py.web import params
-from lmstfy_py.web.dashboard.render import NavItem, back_to, confirm, confirmed, form_of, page, pool_of, runtime_of, ui
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard.render import (
+    NavItem,
+    back_to,
+    confirm,
+    confirmed,
+    page,
+    page_routes,
+    pool_of,
+    posted,
+    runtime_of,
+)
 
 PUSHERS = "/ui/pushers"
 NAV = NavItem("Pushers", PUSHERS)
@@ -129,8 +138,7 @@ async def _refused(request: Request, fields: dict[str, str], editing: bool, erro
 
 async def create(request: Request) -> Response:
     """As POST /pusher/{ns}/{group}."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     try:
         ns, group = _names(fields)
         await runtime.pushers.create(pool, ns, group, pusher_from(_body(fields, editing=False)))
@@ -141,8 +149,7 @@ async def create(request: Request) -> Response:
 
 async def edit(request: Request) -> Response:
     """The whole group as the form shows it; the secret kept unless a new one is typed or signing stopped."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     try:
         ns, group = _names(fields)
         current = await runtime.pushers.get(pool, ns, group)
@@ -160,8 +167,7 @@ async def edit(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     """As DELETE /pusher/{ns}/{group}, once confirmed."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     ns, group = _names(fields)
     if not confirmed(fields):
         details = "Every server process stops pushing its queues within a second; their jobs stay in the queues."
@@ -170,9 +176,4 @@ async def delete(request: Request) -> Response:
     return back_to(PUSHERS, pool, "pusher_deleted")
 
 
-ROUTES = [
-    route(PUSHERS, "GET", ui(show_pushers)),
-    route(PUSHERS + "/create", "POST", ui(create)),
-    route(PUSHERS + "/edit", "POST", ui(edit)),
-    route(PUSHERS + "/delete", "POST", ui(delete)),
-]
+ROUTES = page_routes(PUSHERS, show_pushers, {"create": create, "edit": edit, "delete": delete})

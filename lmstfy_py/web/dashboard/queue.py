@@ -16,13 +16,12 @@ from lmstfy_py.web.dashboard.render import (
     confirmed,
     form_of,
     page,
+    page_routes,
     pool_of,
     queue_of,
     runtime_of,
     store_of,
-    ui,
 )
-from lmstfy_py.web.middleware import route
 
 QUEUE = "/ui/queue/{ns}/{queue}"
 NEXT_SHOWN = 10  # next jobs listed
@@ -93,9 +92,4 @@ async def destroy(request: Request) -> Response:
     return back_to(queue_path(ns, queue), pool, "destroyed", dropped)
 
 
-ROUTES = [
-    route(QUEUE, "GET", ui(show_queue)),
-    route(QUEUE + "/pause", "POST", ui(pause)),
-    route(QUEUE + "/resume", "POST", ui(resume)),
-    route(QUEUE + "/destroy", "POST", ui(destroy)),
-]
+ROUTES = page_routes(QUEUE, show_queue, {"pause": pause, "resume": resume, "destroy": destroy})

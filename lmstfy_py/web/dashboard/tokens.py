@@ -11,8 +11,17 @@ from starlette.responses import Response
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import params
-from lmstfy_py.web.dashboard.render import NavItem, back_to, confirm, confirmed, form_of, page, pool_of, runtime_of, ui
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard.render import (
+    NavItem,
+    back_to,
+    confirm,
+    confirmed,
+    page,
+    page_routes,
+    pool_of,
+    posted,
+    runtime_of,
+)
 
 TOKENS = "/ui/tokens"
 NAV = NavItem("Tokens", TOKENS)
@@ -48,8 +57,7 @@ def _token(fields: dict[str, str]) -> str:
 async def create(request: Request) -> Response:
     """As POST /token/{ns}; the page that answers shows the new token once (no redirect: it would
     put the token in a URL, the browser's history and access logs)."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     ns, description = _namespace(fields), fields.get("description", "").strip()
     if not description:
         raise InvalidParameter("invalid description")
@@ -63,8 +71,7 @@ async def create(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     """As DELETE /token/{ns}/{token}: the token and its limit, once confirmed."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     ns, token = _namespace(fields), _token(fields)
     if not confirmed(fields):
         details = "Clients using this token get 401 from now on. Its limit is deleted too."
@@ -86,23 +93,17 @@ def _limit(fields: dict[str, str]) -> Limit:
 
 
 async def set_limit(request: Request) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     await runtime.limits.set(pool, _namespace(fields), _token(fields), _limit(fields))
     return back_to(TOKENS, pool, "limit_set")
 
 
 async def delete_limit(request: Request) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await posted(request)
     await runtime.limits.delete(pool, _namespace(fields), _token(fields))
     return back_to(TOKENS, pool, "limit_deleted")
 
 
-ROUTES = [
-    route(TOKENS, "GET", ui(show_tokens)),
-    route(TOKENS + "/create", "POST", ui(create)),
-    route(TOKENS + "/delete", "POST", ui(delete)),
-    route(TOKENS + "/limit", "POST", ui(set_limit)),
-    route(TOKENS + "/limit/delete", "POST", ui(delete_limit)),
-]
+ROUTES = page_routes(
+    TOKENS, show_tokens, {"create": create, "delete": delete, "limit": set_limit, "limit/delete": delete_limit}
+)

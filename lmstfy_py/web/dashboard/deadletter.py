@@ -11,19 +11,7 @@ from starlette.responses import Response
 
 from lmstfy_py import ids
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.web.dashboard import display
-from lmstfy_py.web.dashboard.render import (
-    back_to,
-    confirm,
-    confirmed,
-    form_of,
-    page,
-    page_routes,
-    pool_of,
-    queue_of,
-    runtime_of,
-    store_of,
-)
+from lmstfy_py.web.dashboard import display, render
 
 DEAD = "/ui/deadletter/{ns}/{queue}"
 PAGE_SIZE = 20
@@ -49,7 +37,7 @@ def _job_id(raw: str) -> str:
 
 
 async def show_dead(request: Request) -> Response:
-    (ns, queue), store = queue_of(request), store_of(request)
+    (ns, queue), store = render.queue_of(request), render.store_of(request)
     after = request.query_params.get("after") or None
     dead_page = await store.dead_page(ns, queue, PAGE_SIZE, _job_id(after) if after else None)
     context = {
@@ -60,15 +48,15 @@ async def show_dead(request: Request) -> Response:
         "after": after,
         "next": dead_page.next,
     }
-    return await page(request, "deadletter.html", context)
+    return await render.page(request, "deadletter.html", context)
 
 
 async def respawn(request: Request) -> Response:
     """One job (field job_id) or, confirmed, all: back to ready with one try and the default ttl, as the
     API does by default."""
-    (ns, queue), store = queue_of(request), store_of(request)
-    fields = await form_of(request)
-    ttl_ms = runtime_of(request).config.defaults.ttl * 1000
+    (ns, queue), store = render.queue_of(request), render.store_of(request)
+    fields = await render.form_of(request)
+    ttl_ms = render.runtime_of(request).config.defaults.ttl * 1000
     one = partial(store.respawn_one, ns, queue, ttl_ms=ttl_ms, tries=1, delay_ms=0)
     every = partial(store.respawn, ns, queue, ttl_ms=ttl_ms)
     return await _one_or_all(request, fields, "respawned", one, every, RESPAWN_ASKED)
@@ -76,8 +64,8 @@ async def respawn(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     """One job (field job_id) or, confirmed, all of them, with their data."""
-    (ns, queue), store = queue_of(request), store_of(request)
-    fields = await form_of(request)
+    (ns, queue), store = render.queue_of(request), render.store_of(request)
+    fields = await render.form_of(request)
     one, every = partial(store.delete_dead_one, ns, queue), partial(store.delete_dead, ns, queue)
     return await _one_or_all(request, fields, "deleted", one, every, DELETE_ASKED)
 
@@ -91,17 +79,17 @@ async def _one_or_all(
     asked: tuple[str, str],
 ) -> Response:
     """The job the form names, or every dead job once the page `asked` (question, details) is confirmed."""
-    (ns, queue), pool = queue_of(request), pool_of(request)
+    (ns, queue), pool = render.queue_of(request), render.pool_of(request)
     if fields.get("job_id"):
         await one(_job_id(fields["job_id"]))
-        return back_to(dead_path(ns, queue), pool, done, 1)
-    size = await store_of(request).dead_letter_size(ns, queue)
-    if not confirmed(fields):
+        return render.back_to(dead_path(ns, queue), pool, done, 1)
+    size = await render.store_of(request).dead_letter_size(ns, queue)
+    if not render.confirmed(fields):
         named = {"dead": display.plural(size, "dead job"), "queue": f"{ns}/{queue}"}
         question, details = (text.format(**named) for text in asked)
-        return await confirm(request, question, details, {"count": str(size)})
+        return await render.confirm(request, question, details, {"count": str(size)})
     count = await every(_confirmed_count(fields))
-    return back_to(dead_path(ns, queue), pool, done, count)
+    return render.back_to(dead_path(ns, queue), pool, done, count)
 
 
 def _confirmed_count(fields: dict[str, str]) -> int:
@@ -112,4 +100,4 @@ def _confirmed_count(fields: dict[str, str]) -> int:
     return int(raw)
 
 
-ROUTES = page_routes(DEAD, show_dead, {"respawn": respawn, "delete": delete})
+ROUTES = render.page_routes(DEAD, show_dead, {"respawn": respawn, "delete": delete})

@@ -25,6 +25,7 @@ from typing import Any, Self
 from redis.exceptions import RedisError
 
 from lmstfy_py import metrics, tasks
+from lmstfy_py.admin.pools import PoolChecked
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter, Throttled
 from lmstfy_py.metrics.recording import token_label
@@ -100,7 +101,7 @@ def admin_script(name: str) -> Script:
     return Script(name, (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text())
 
 
-class LimitStore:
+class LimitStore(PoolChecked):
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
@@ -114,10 +115,6 @@ class LimitStore:
         self._changes = 0  # this process's changes: a reload that overlapped one is not trusted
         # While Redis is away the last table loaded stays in force.
         self._loop = tasks.Loop("limits", self._refresh_step)
-
-    def _check_pool(self, pool: str) -> None:
-        if pool not in self.pools:
-            raise InvalidParameter("pool not found")
 
     # -- definitions (admin API) ------------------------------------------------------
 

@@ -178,13 +178,12 @@ async def form_of(request: Request) -> dict[str, str]:
     return fields
 
 
-# -- notices: what an action did, shown on the page it leads back to ----------------------
-
-
 async def posted(request: Request) -> tuple[Runtime, str, dict[str, str]]:
     """What a form's handler acts with: the runtime, the pool and the form's fields."""
     return runtime_of(request), pool_of(request), await form_of(request)
 
+
+# -- notices: what an action did, shown on the page it leads back to ----------------------
 
 NOTICES = {
     "paused": "Queue paused: nothing is delivered from it until it is resumed.",

@@ -36,6 +36,7 @@ from lmstfy_py.admin.contracts import (
     LimitSetArgs,
     TakeArgs,
 )
+from lmstfy_py.admin.pools import PoolChecked
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter, Throttled
 from lmstfy_py.metrics.recording import token_label
@@ -105,7 +106,7 @@ def _parse_table(raw: dict[bytes, bytes]) -> dict[tuple[str, str, str], Limit]:
     return table
 
 
-class LimitStore:
+class LimitStore(PoolChecked):
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
@@ -115,10 +116,6 @@ class LimitStore:
         self._changes = 0  # this process's changes: a reload that overlapped one is not trusted
         # While Redis is away the last table loaded stays in force.
         self._loop = tasks.Loop("limits", self._refresh_step)
-
-    def _check_pool(self, pool: str) -> None:
-        if pool not in self.pools:
-            raise InvalidParameter("pool not found")
 
     # -- definitions (admin API) ------------------------------------------------------
 

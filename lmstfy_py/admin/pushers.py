@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lmstfy_py import tasks
+from lmstfy_py.admin.pools import PoolChecked
 from lmstfy_py.config import NAME_RE
 from lmstfy_py.errors import Conflict, InvalidParameter, NotFound
 from lmstfy_py.store import keys
@@ -167,7 +168,7 @@ def _split(field: bytes | str) -> GroupKey | None:
 Listener = Callable[[Mapping[GroupKey, Pusher]], None]
 
 
-class PusherStore(tasks.Background):
+class PusherStore(PoolChecked, tasks.Background):
     """The configurations in the admin Redis, and this process's copy of them."""
 
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
@@ -182,10 +183,6 @@ class PusherStore(tasks.Background):
     def listen(self, listener: Listener) -> None:
         """`listener` gets the whole table each time it changed (the push manager)."""
         self._listeners.append(listener)
-
-    def _check_pool(self, pool: str) -> None:
-        if pool not in self.pools:
-            raise InvalidParameter("pool not found")
 
     async def get(self, pool: str, ns: str, group: str) -> Pusher | None:
         self._check_pool(pool)

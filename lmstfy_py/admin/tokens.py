@@ -18,6 +18,7 @@ from collections.abc import Collection, Hashable
 from typing import Any
 
 from lmstfy_py import tasks
+from lmstfy_py.admin.pools import PoolChecked
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.store import keys
 
@@ -26,7 +27,7 @@ MIN_TOKEN_LEN = 20
 TokenKey = tuple[str, str, str]  # pool, namespace, token
 
 
-class TokenStore:
+class TokenStore(PoolChecked):
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
@@ -34,10 +35,6 @@ class TokenStore:
         self._lookups: dict[Hashable, asyncio.Future[bool]] = {}  # token key -> its lookup in flight
         # Bumped by every change this process makes: a lookup begun before it must not cache its answer.
         self._changes = 0
-
-    def _check_pool(self, pool: str) -> None:
-        if pool not in self.pools:
-            raise InvalidParameter("pool not found")
 
     async def create(self, pool: str, ns: str, description: str, token: str | None = None) -> str:
         """Stores a new token (a random one unless given) and returns it."""

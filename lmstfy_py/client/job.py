@@ -6,6 +6,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+# A queue's counts read the same on both sides of the API: the client answers with the server's own type.
+from lmstfy_py.types import QueueStats as QueueStats
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
@@ -45,15 +48,6 @@ class Released:
     buried: bool
     due_ms: int | None = None
     remain_tries: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    ready: int
-    delayed: int
-    reserved: int
-    dead: int
-    paused: bool
 
 
 @dataclass(frozen=True, slots=True)

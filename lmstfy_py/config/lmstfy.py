@@ -35,22 +35,16 @@ from lmstfy_py.config.sections import parse_document
 # The pool the AdminRedis becomes when no [Pool.*] uses the same Redis.
 ADMIN_POOL = "lmstfy-admin"
 
-# lmstfy's top-level keys (lower-cased, as BurntSushi/toml matches them) -> (our section, our key).
-_TOP = {
-    "host": ("server", "host", "Host"),
-    "port": ("server", "port", "Port"),
-    "adminhost": ("server", "admin_host", "AdminHost"),
-    "adminport": ("server", "admin_port", "AdminPort"),
-    "enableaccesslog": ("server", "access_log", "EnableAccessLog"),
-    "loglevel": ("log", "level", "LogLevel"),
-    "logdir": ("log", "dir", "LogDir"),
-    "logformat": ("log", "format", "LogFormat"),
-    "ttlsecond": ("defaults", "ttl", "TTLSecond"),
-    "delaysecond": ("defaults", "delay", "DelaySecond"),
-    "triesnum": ("defaults", "tries", "TriesNum"),
-    "ttrsecond": ("defaults", "ttr", "TTRSecond"),
-    "timeoutsecond": ("defaults", "timeout", "TimeoutSecond"),
+# lmstfy's top-level keys by our section: our key -> lmstfy's name (BurntSushi/toml matches it lower-cased).
+_TOP_NAMES = {
+    "server": dict(
+        host="Host", port="Port", admin_host="AdminHost", admin_port="AdminPort", access_log="EnableAccessLog"
+    ),
+    "log": dict(level="LogLevel", dir="LogDir", format="LogFormat"),
+    "defaults": dict(ttl="TTLSecond", delay="DelaySecond", tries="TriesNum", ttr="TTRSecond", timeout="TimeoutSecond"),
 }
+# lower-cased lmstfy name -> (our section, our key, lmstfy's name)
+_TOP = {name.lower(): (section, ours, name) for section, names in _TOP_NAMES.items() for ours, name in names.items()}
 _TABLES = {"accounts": "Accounts", "adminredis": "AdminRedis", "pool": "Pool"}
 # Keys lmstfy 1.0.10 reads that lmstfy-py has no use for, and why.
 _NO_MEANING = {"poolsize": "lmstfy-py sizes its own connection pools"}

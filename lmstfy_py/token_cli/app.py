@@ -40,6 +40,19 @@ def _check_admin_url(ctx: click.Context, param: click.Parameter, value: str) -> 
 pool_option = click.option("--pool", metavar="NAME", help="The pool.  [default: default]")
 
 
+def command(name: str, *arguments: str) -> Callable[[Callable[..., None]], click.Command]:
+    """The token-cli command NAME: the positional `arguments`, then the options decorating its function,
+    which is handed the Cli first."""
+
+    def decorate(function: Callable[..., None]) -> click.Command:
+        found = click.pass_obj(function)
+        for argument in reversed(arguments):
+            found = click.argument(argument)(found)
+        return token.command(name)(found)
+
+    return decorate
+
+
 class _TokenCli(click.Group):
     """Our commands, or lmstfy's invocation (`token-cli HOST:PORT -c -n NS -D DESC`, lmstfy.py)."""
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import click
 
-from lmstfy_py.token_cli.app import Cli, pool_option, token
+from lmstfy_py.token_cli.app import Cli, command, pool_option
 from lmstfy_py.token_cli.render import counted, path, render_dead_page, render_deadletter
 
 
-@token.command("deadletter-peek")
-@click.argument("ns")
-@click.argument("queue")
+@command("deadletter-peek", "ns", "queue")
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="Jobs to show, oldest first.")
 @pool_option
-@click.pass_obj
 def deadletter_peek(cli: Cli, ns: str, queue: str, limit: int, pool: str | None) -> None:
     """Show the oldest dead jobs of NS/QUEUE.
 
@@ -24,15 +21,12 @@ def deadletter_peek(cli: Cli, ns: str, queue: str, limit: int, pool: str | None)
     cli.show(answer, render_deadletter)
 
 
-@token.command("deadletter-respawn")
-@click.argument("ns")
-@click.argument("queue")
+@command("deadletter-respawn", "ns", "queue")
 @click.option(
     "--limit", type=click.IntRange(min=1), default=1, show_default=True, help="Jobs to respawn, oldest first."
 )
 @click.option("--ttl", type=click.IntRange(min=0), default=86400, show_default=True, help="Their new ttl; 0 = forever.")
 @pool_option
-@click.pass_obj
 def deadletter_respawn(cli: Cli, ns: str, queue: str, limit: int, ttl: int, pool: str | None) -> None:
     """Move dead jobs of NS/QUEUE back to ready.
 
@@ -42,40 +36,30 @@ def deadletter_respawn(cli: Cli, ns: str, queue: str, limit: int, ttl: int, pool
     cli.show(answer, lambda got: f"respawned {counted(got['count'], 'job')} of {ns}/{queue}")
 
 
-@token.command("deadletter-delete")
-@click.argument("ns")
-@click.argument("queue")
+@command("deadletter-delete", "ns", "queue")
 @click.option("--limit", type=click.IntRange(min=1), default=1, show_default=True, help="Jobs to delete, oldest first.")
 @pool_option
-@click.pass_obj
 def deadletter_delete(cli: Cli, ns: str, queue: str, limit: int, pool: str | None) -> None:
     """Delete dead jobs of NS/QUEUE for good."""
     answer = cli.client.call("DELETE", path("deadletter", ns, queue), {"pool": pool, "limit": limit})
     cli.show(answer, lambda got: f"deleted {counted(got['count'], 'dead job')} of {ns}/{queue}")
 
 
-@token.command("deadletter-jobs")
-@click.argument("ns")
-@click.argument("queue")
+@command("deadletter-jobs", "ns", "queue")
 @click.option("--limit", type=click.IntRange(1, 100), default=10, show_default=True, help="Jobs per page.")
 @click.option("--after", metavar="JOB_ID", help="Start after this job (the `more:` of the previous page).")
 @pool_option
-@click.pass_obj
 def deadletter_jobs(cli: Cli, ns: str, queue: str, limit: int, after: str | None, pool: str | None) -> None:
     """List the dead jobs of NS/QUEUE, oldest first, with why and when each died."""
     query = {"pool": pool, "limit": limit, "after": after}
     cli.show(cli.client.call("GET", path("deadletter", ns, queue, "jobs"), query), render_dead_page)
 
 
-@token.command("deadletter-respawn-job")
-@click.argument("ns")
-@click.argument("queue")
-@click.argument("job_id")
+@command("deadletter-respawn-job", "ns", "queue", "job_id")
 @click.option("--ttl", type=click.IntRange(min=0), help="Its new ttl in seconds; 0 = forever.  [default: 86400]")
 @click.option("--tries", type=click.IntRange(1, 65535), default=1, show_default=True, help="Deliveries it may have.")
 @click.option("--delay", type=click.IntRange(min=0), default=0, show_default=True, help="Seconds before it is ready.")
 @pool_option
-@click.pass_obj
 def deadletter_respawn_job(
     cli: Cli, ns: str, queue: str, job_id: str, ttl: int | None, tries: int, delay: int, pool: str | None
 ) -> None:
@@ -85,35 +69,29 @@ def deadletter_respawn_job(
     cli.show(answer, lambda _: f"respawned {job_id}")
 
 
-@token.command("deadletter-delete-job")
-@click.argument("ns")
-@click.argument("queue")
-@click.argument("job_id")
+@command("deadletter-delete-job", "ns", "queue", "job_id")
 @pool_option
-@click.pass_obj
 def deadletter_delete_job(cli: Cli, ns: str, queue: str, job_id: str, pool: str | None) -> None:
     """Delete one dead job of NS/QUEUE for good."""
     answer = cli.client.call("DELETE", path("deadletter", ns, queue, "job", job_id), {"pool": pool})
     cli.show(answer, lambda _: f"deleted {job_id}")
 
 
-@token.command()
-@click.argument("ns")
-@click.argument("queue")
+@command("pause", "ns", "queue")
 @pool_option
-@click.pass_obj
 def pause(cli: Cli, ns: str, queue: str, pool: str | None) -> None:
     """Stop delivering the jobs of NS/QUEUE (publishes and timers go on) until `resume`."""
-    answer = cli.client.call("PUT", path("queues", ns, queue, "pause"), {"pool": pool})
-    cli.show(answer, lambda _: f"paused {ns}/{queue}")
+    _pause(cli, ns, queue, pool, paused=True)
 
 
-@token.command()
-@click.argument("ns")
-@click.argument("queue")
+@command("resume", "ns", "queue")
 @pool_option
-@click.pass_obj
 def resume(cli: Cli, ns: str, queue: str, pool: str | None) -> None:
     """Deliver the jobs of NS/QUEUE again."""
-    answer = cli.client.call("DELETE", path("queues", ns, queue, "pause"), {"pool": pool})
-    cli.show(answer, lambda _: f"resumed {ns}/{queue}")
+    _pause(cli, ns, queue, pool, paused=False)
+
+
+def _pause(cli: Cli, ns: str, queue: str, pool: str | None, paused: bool) -> None:
+    """PUT .../pause pauses the queue, DELETE resumes it."""
+    answer = cli.client.call("PUT" if paused else "DELETE", path("queues", ns, queue, "pause"), {"pool": pool})
+    cli.show(answer, lambda _: f"{'paused' if paused else 'resumed'} {ns}/{queue}")

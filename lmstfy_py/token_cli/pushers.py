@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from lmstfy_py.token_cli.app import Cli, pool_option, token
+from lmstfy_py.token_cli.app import Cli, command, pool_option, token
 from lmstfy_py.token_cli.render import path, render_pusher, render_pushers, render_pushers_of
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,21 +82,15 @@ def list_pushers(cli: Cli, ns: str | None, pool: str | None) -> None:
         cli.show(cli.client.call("GET", path("pusher", ns), {"pool": pool}), render_pushers_of)
 
 
-@token.command("pusher-get")
-@click.argument("ns")
-@click.argument("group")
+@command("pusher-get", "ns", "group")
 @pool_option
-@click.pass_obj
 def get_pusher(cli: Cli, ns: str, group: str, pool: str | None) -> None:
     """Show how push group GROUP of NS is set (its secret never: only whether it signs)."""
     cli.show(cli.client.call("GET", path("pusher", ns, group), {"pool": pool}), render_pusher)
 
 
-@token.command("pusher-create")
-@click.argument("ns")
-@click.argument("group")
+@command("pusher-create", "ns", "group")
 @_settings(required=True)
-@click.pass_obj
 def create_pusher(cli: Cli, /, ns: str, group: str, pool: str | None, **settings: Any) -> None:
     """Push the jobs of NS's --queue(s) to --endpoint as push group GROUP.
 
@@ -108,11 +102,8 @@ def create_pusher(cli: Cli, /, ns: str, group: str, pool: str | None, **settings
     cli.show(answer, lambda _: f"created push group {group} of {ns}")
 
 
-@token.command("pusher-update")
-@click.argument("ns")
-@click.argument("group")
+@command("pusher-update", "ns", "group")
 @_settings(required=False)
-@click.pass_obj
 def update_pusher(cli: Cli, /, ns: str, group: str, pool: str | None, **settings: Any) -> None:
     """Change push group GROUP of NS: the options given replace, the others stay."""
     body = _body(settings)
@@ -122,11 +113,8 @@ def update_pusher(cli: Cli, /, ns: str, group: str, pool: str | None, **settings
     cli.show(answer, lambda _: f"updated push group {group} of {ns}")
 
 
-@token.command("pusher-delete")
-@click.argument("ns")
-@click.argument("group")
+@command("pusher-delete", "ns", "group")
 @pool_option
-@click.pass_obj
 def delete_pusher(cli: Cli, ns: str, group: str, pool: str | None) -> None:
     """Stop pushing: delete push group GROUP of NS (its queues and jobs stay)."""
     answer = cli.client.call("DELETE", path("pusher", ns, group), {"pool": pool})

@@ -18,17 +18,15 @@ RUNTIME_ERROR = 1
 USAGE_ERROR = 2
 
 
-@click.command()
+@click.command(context_settings={"show_default": True})  # every default is shown
 @click.argument("handler", metavar="MODULE:CALLABLE")
-@click.option(
-    "--url", envvar="LMSTFY_URL", default="http://127.0.0.1:7777", show_default=True, help="Data API (env LMSTFY_URL)."
-)
+@click.option("--url", envvar="LMSTFY_URL", default="http://127.0.0.1:7777", help="Data API (env LMSTFY_URL).")
 @click.option(
     "--token", envvar="LMSTFY_TOKEN", required=True, help="Namespace token (env LMSTFY_TOKEN: keeps it out of ps)."
 )
 @click.option("--namespace", envvar="LMSTFY_NAMESPACE", required=True, help="Namespace (env LMSTFY_NAMESPACE).")
 @click.option("--queue", "queues", required=True, metavar="Q1,Q2", help="Queues to consume, the first listed wins.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Handlers at once.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, help="Handlers at once.")
 @click.option(
     "--prefetch",
     type=click.IntRange(min=0),
@@ -41,7 +39,6 @@ USAGE_ERROR = 2
     "--ttr",
     type=click.FloatRange(min=0, min_open=True),
     default=60.0,
-    show_default=True,
     help="Seconds each job is reserved (touched while its handler runs).",
 )
 @click.option(
@@ -53,20 +50,16 @@ USAGE_ERROR = 2
     "--grace",
     type=click.FloatRange(min=0),
     default=30.0,
-    show_default=True,
     help="Seconds running handlers get at a stop; the rest are released.",
 )
 @click.option(
     "--poll",
     type=click.IntRange(1, 600),
     default=2,
-    show_default=True,
     help="Long-poll wait in seconds; a stop waits for the long-polls in flight.",
 )
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on this port.")
-@click.option(
-    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info", show_default=True
-)
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def worker(
     handler: str,
     url: str,

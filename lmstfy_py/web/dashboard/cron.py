@@ -21,24 +21,11 @@ from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.schedules import Schedule, ScheduleState, TooManySchedules
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
-from lmstfy_py.web.dashboard import display
-from lmstfy_py.web.dashboard.render import (
-    NavItem,
-    back_to,
-    confirm,
-    confirmed,
-    form_of,
-    page,
-    pool_of,
-    runtime_of,
-    store_of,
-    ui,
-)
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard import display, render
 from lmstfy_py.web.schedules import check_name, schedule_from
 
 CRON = "/ui/cron"
-NAV = NavItem("Recurring", CRON)
+NAV = render.NavItem("Recurring", CRON)
 MAX_SCHEDULES = 500  # rows the every-namespace view reads and shows; choosing a namespace shows all of its own
 READ_AT_ONCE = 20  # namespaces whose schedules are read concurrently
 Group = tuple[str, list[ScheduleState]]  # a namespace and its schedules
@@ -48,8 +35,8 @@ FORM_FIELDS = ("namespace", "queue", "name", *QUERY_FIELDS, "data")
 
 async def _namespaces(request: Request) -> list[str]:
     """Namespaces that ever had a job and namespaces that have tokens (a schedule needs one of them)."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    return sorted(set(await store_of(request).namespaces()) | set(await runtime.tokens.namespaces(pool)))
+    runtime, pool = render.runtime_of(request), render.pool_of(request)
+    return sorted(set(await render.store_of(request).namespaces()) | set(await runtime.tokens.namespaces(pool)))
 
 
 def _chosen(request: Request) -> str | None:
@@ -83,7 +70,7 @@ async def _every_schedule(store: JobStore, namespaces: list[str]) -> tuple[list[
 async def _render(request: Request, ns: str | None, form: dict[str, str], **more: Any) -> Response:
     """One namespace's schedules (`ns`, or ?ns=), or, when none is chosen, those of every namespace:
     the page a newcomer opens shows every schedule there is, not an empty first namespace."""
-    namespaces, store = await _namespaces(request), store_of(request)
+    namespaces, store = await _namespaces(request), render.store_of(request)
     ns = ns or _chosen(request)
     if ns and ns not in namespaces:
         namespaces.append(ns)
@@ -96,7 +83,7 @@ async def _render(request: Request, ns: str | None, form: dict[str, str], **more
     default_ns = ns or (namespaces[0] if len(namespaces) == 1 else "")
     context: dict[str, Any] = {"namespaces": namespaces, "ns": ns, "groups": groups, "cut": cut}
     context.update(max_schedules=MAX_SCHEDULES, form={"namespace": default_ns, **form})
-    return await page(request, "cron.html", {**context, **more}, status=status)
+    return await render.page(request, "cron.html", {**context, **more}, status=status)
 
 
 def _form_of(schedule: Schedule) -> tuple[dict[str, str], bool]:
@@ -124,7 +111,7 @@ async def show_cron(request: Request) -> Response:
         return await _render(request, None, {"catchup": "one"})
     ns = request.query_params.get("ns", "")
     params.check_names(ns, queue)
-    state = await store_of(request).schedule(ns, queue, check_name(name))
+    state = await render.store_of(request).schedule(ns, queue, check_name(name))
     form, binary = _form_of(state.schedule)
     return await _render(request, ns, form, binary_data=binary)
 
@@ -137,40 +124,36 @@ def _schedule(request: Request, fields: dict[str, str]) -> tuple[str, Schedule]:
     # An empty field is a parameter not given: the API's default.
     query = QueryParams([(key, fields[key].strip()) for key in QUERY_FIELDS if fields.get(key, "").strip()])
     body = fields.get("data", "").replace("\r\n", "\n").encode()
-    return ns, schedule_from(queue, name, query, body, runtime_of(request).config)
+    return ns, schedule_from(queue, name, query, body, render.runtime_of(request).config)
 
 
 async def save(request: Request) -> Response:
     """Creates the schedule, or replaces the one of that queue and name (its next run counted from now)."""
-    pool = pool_of(request)
-    fields = await form_of(request)
+    pool = render.pool_of(request)
+    fields = await render.form_of(request)
     try:
         ns, schedule = _schedule(request, fields)
-        created, _ = await store_of(request).put_schedule(ns, schedule)
+        created, _ = await render.store_of(request).put_schedule(ns, schedule)
     except (InvalidParameter, TooManySchedules) as error:  # the form again, with what to change
         form = {name: fields.get(name, "") for name in FORM_FIELDS}
         # This URL is the action's: nothing to refresh.
         return await _render(request, None, form, error=error.message, status=error.status, no_refresh=True)
-    return back_to(CRON, pool, "schedule_created" if created else "schedule_replaced", ns=ns)
+    return render.back_to(CRON, pool, "schedule_created" if created else "schedule_replaced", ns=ns)
 
 
 async def delete(request: Request) -> Response:
     """As DELETE /cron/{ns}/{queue}/{name}, once confirmed."""
-    pool = pool_of(request)
-    fields = await form_of(request)
+    pool = render.pool_of(request)
+    fields = await render.form_of(request)
     ns, queue = fields.get("namespace", ""), fields.get("queue", "")
     params.check_names(ns, queue)
     name = check_name(fields.get("name", ""))
-    if not confirmed(fields):
+    if not render.confirmed(fields):
         details = "It publishes no more jobs; the jobs it published stay in the queue."
         what = f"Delete the schedule {name} of {ns}/{queue}?"
-        return await confirm(request, what, details, {"namespace": ns, "queue": queue, "name": name})
-    await store_of(request).delete_schedule(ns, queue, name)
-    return back_to(CRON, pool, "schedule_deleted", ns=ns)
+        return await render.confirm(request, what, details, {"namespace": ns, "queue": queue, "name": name})
+    await render.store_of(request).delete_schedule(ns, queue, name)
+    return render.back_to(CRON, pool, "schedule_deleted", ns=ns)
 
 
-ROUTES = [
-    route(CRON, "GET", ui(show_cron)),
-    route(CRON + "/save", "POST", ui(save)),
-    route(CRON + "/delete", "POST", ui(delete)),
-]
+ROUTES = render.page_routes(CRON, show_cron, {"save": save, "delete": delete})

@@ -20,11 +20,10 @@ from starlette.responses import Response
 from lmstfy_py.admin.pushers import Pusher, pusher_from
 from lmstfy_py.errors import Conflict, InvalidParameter, LmstfyError, NotFound
 from lmstfy_py.web import params
-from lmstfy_py.web.dashboard.render import NavItem, back_to, confirm, confirmed, form_of, page, pool_of, runtime_of, ui
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard import render
 
 PUSHERS = "/ui/pushers"
-NAV = NavItem("Pushers", PUSHERS)
+NAV = render.NavItem("Pushers", PUSHERS)
 # What a refused form shows again as typed; never "secret": the page does not hold it.
 FORM_FIELDS = (
     "namespace",
@@ -96,7 +95,7 @@ def _form_of(ns: str, group: str, pusher: Pusher) -> dict[str, str]:
 
 
 async def _render(request: Request, form: dict[str, str], editing: bool, signed: bool = False, **more: Any) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
+    runtime, pool = render.runtime_of(request), render.pool_of(request)
     found = await runtime.pushers.all()
     groups = sorted((ns, group, pusher.shown()) for (p, ns, group), pusher in found.items() if p == pool)
     namespaces: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -104,7 +103,7 @@ async def _render(request: Request, form: dict[str, str], editing: bool, signed:
         namespaces.setdefault(ns, []).append((group, shown))
     status = more.pop("status", 200)
     context = {"namespaces": namespaces, "form": form, "editing": editing, "signed": signed, **more}
-    return await page(request, "pushers.html", context, status=status)
+    return await render.page(request, "pushers.html", context, status=status)
 
 
 async def show_pushers(request: Request) -> Response:
@@ -113,7 +112,7 @@ async def show_pushers(request: Request) -> Response:
     if not (ns and group):
         return await _render(request, {"backoff": "fixed"}, editing=False)
     params.check_names(ns, group)
-    pusher = await runtime_of(request).pushers.get(pool_of(request), ns, group)
+    pusher = await render.runtime_of(request).pushers.get(render.pool_of(request), ns, group)
     if pusher is None:
         raise NotFound("pusher was not found")
     return await _render(request, _form_of(ns, group, pusher), editing=True, signed=pusher.secret is not None)
@@ -129,20 +128,18 @@ async def _refused(request: Request, fields: dict[str, str], editing: bool, erro
 
 async def create(request: Request) -> Response:
     """As POST /pusher/{ns}/{group}."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     try:
         ns, group = _names(fields)
         await runtime.pushers.create(pool, ns, group, pusher_from(_body(fields, editing=False)))
     except FORM_ERRORS as error:
         return await _refused(request, fields, False, error)
-    return back_to(PUSHERS, pool, "pusher_created")
+    return render.back_to(PUSHERS, pool, "pusher_created")
 
 
 async def edit(request: Request) -> Response:
     """The whole group as the form shows it; the secret kept unless a new one is typed or signing stopped."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     try:
         ns, group = _names(fields)
         current = await runtime.pushers.get(pool, ns, group)
@@ -155,24 +152,19 @@ async def edit(request: Request) -> Response:
         await runtime.pushers.replace(pool, ns, group, pusher)
     except FORM_ERRORS as error:
         return await _refused(request, fields, True, error)
-    return back_to(PUSHERS, pool, "pusher_saved")
+    return render.back_to(PUSHERS, pool, "pusher_saved")
 
 
 async def delete(request: Request) -> Response:
     """As DELETE /pusher/{ns}/{group}, once confirmed."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     ns, group = _names(fields)
-    if not confirmed(fields):
+    if not render.confirmed(fields):
         details = "Every server process stops pushing its queues within a second; their jobs stay in the queues."
-        return await confirm(request, f"Delete push group {group} of {ns}?", details, {"namespace": ns, "group": group})
+        what = f"Delete push group {group} of {ns}?"
+        return await render.confirm(request, what, details, {"namespace": ns, "group": group})
     await runtime.pushers.delete(pool, ns, group)
-    return back_to(PUSHERS, pool, "pusher_deleted")
+    return render.back_to(PUSHERS, pool, "pusher_deleted")
 
 
-ROUTES = [
-    route(PUSHERS, "GET", ui(show_pushers)),
-    route(PUSHERS + "/create", "POST", ui(create)),
-    route(PUSHERS + "/edit", "POST", ui(edit)),
-    route(PUSHERS + "/delete", "POST", ui(delete)),
-]
+ROUTES = render.page_routes(PUSHERS, show_pushers, {"create": create, "edit": edit, "delete": delete})

@@ -9,20 +9,7 @@ from starlette.responses import Response
 from lmstfy_py import ids
 from lmstfy_py.errors import InvalidParameter, NotFound
 from lmstfy_py.types import JobInfo
-from lmstfy_py.web.dashboard import charts, display
-from lmstfy_py.web.dashboard.render import (
-    back_to,
-    confirm,
-    confirmed,
-    form_of,
-    page,
-    pool_of,
-    queue_of,
-    runtime_of,
-    store_of,
-    ui,
-)
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard import charts, display, render
 
 QUEUE = "/ui/queue/{ns}/{queue}"
 NEXT_SHOWN = 10  # next jobs listed
@@ -40,15 +27,15 @@ async def _looked_up(request: Request, ns: str, queue: str) -> tuple[str, JobInf
     if not ids.is_acceptable(job_id):
         raise InvalidParameter("invalid job id")
     try:
-        return job_id, await store_of(request).peek_job(ns, queue, job_id)
+        return job_id, await render.store_of(request).peek_job(ns, queue, job_id)
     except NotFound:
         return job_id, None
 
 
 async def show_queue(request: Request) -> Response:
-    (ns, queue), pool, store = queue_of(request), pool_of(request), store_of(request)
+    (ns, queue), pool, store = render.queue_of(request), render.pool_of(request), render.store_of(request)
     stats = await store.stats(ns, queue)
-    rates = (await runtime_of(request).rates.history(pool, only=(ns, queue))).of(ns, queue)
+    rates = (await render.runtime_of(request).rates.history(pool, only=(ns, queue))).of(ns, queue)
     job_id, info = await _looked_up(request, ns, queue)
     context = {
         "ns": ns,
@@ -62,14 +49,14 @@ async def show_queue(request: Request) -> Response:
         "info": info,
         "info_data": display.data(info.job.body) if info else None,
     }
-    return await page(request, "queue.html", context)
+    return await render.page(request, "queue.html", context)
 
 
 async def _set_paused(request: Request, paused: bool) -> Response:
-    (ns, queue), pool = queue_of(request), pool_of(request)
-    await form_of(request)
-    await store_of(request).pause(ns, queue, paused)
-    return back_to(queue_path(ns, queue), pool, "paused" if paused else "resumed")
+    (ns, queue), pool = render.queue_of(request), render.pool_of(request)
+    await render.form_of(request)
+    await render.store_of(request).pause(ns, queue, paused)
+    return render.back_to(queue_path(ns, queue), pool, "paused" if paused else "resumed")
 
 
 async def pause(request: Request) -> Response:
@@ -82,20 +69,15 @@ async def resume(request: Request) -> Response:
 
 async def destroy(request: Request) -> Response:
     """Drops every ready job of the queue (DELETE /api/{ns}/{q}'s engine call), once confirmed."""
-    (ns, queue), pool, store = queue_of(request), pool_of(request), store_of(request)
-    fields = await form_of(request)
-    if not confirmed(fields):
+    (ns, queue), pool, store = render.queue_of(request), render.pool_of(request), render.store_of(request)
+    fields = await render.form_of(request)
+    if not render.confirmed(fields):
         ready = (await store.stats(ns, queue)).ready
         jobs = display.plural(ready, "ready job")
         details = f"Deletes the {jobs} of {ns}/{queue} with their data. Delayed, reserved and dead jobs stay."
-        return await confirm(request, f"Destroy queue {ns}/{queue}?", details, {})
+        return await render.confirm(request, f"Destroy queue {ns}/{queue}?", details, {})
     dropped = await store.destroy(ns, queue)
-    return back_to(queue_path(ns, queue), pool, "destroyed", dropped)
+    return render.back_to(queue_path(ns, queue), pool, "destroyed", dropped)
 
 
-ROUTES = [
-    route(QUEUE, "GET", ui(show_queue)),
-    route(QUEUE + "/pause", "POST", ui(pause)),
-    route(QUEUE + "/resume", "POST", ui(resume)),
-    route(QUEUE + "/destroy", "POST", ui(destroy)),
-]
+ROUTES = render.page_routes(QUEUE, show_queue, {"pause": pause, "resume": resume, "destroy": destroy})

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
 
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
@@ -28,6 +29,7 @@ from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
 from lmstfy_py.web.dashboard import csrf, display
 from lmstfy_py.web.errors import as_lmstfy_error
+from lmstfy_py.web.middleware import route
 
 REFRESH_MS = 3000  # how often a page refreshes its data-refresh parts
 SECURITY_HEADERS = {
@@ -143,6 +145,12 @@ async def not_found(request: Request) -> Response:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
+def page_routes(path: str, show: Endpoint, actions: Mapping[str, Endpoint]) -> list[Route]:
+    """A page's routes: GET `path` shows it; POST `path`/ACTION does what the form of ACTION asks."""
+    shown = route(path, "GET", ui(show))
+    return [shown, *(route(f"{path}/{action}", "POST", ui(handler)) for action, handler in actions.items())]
+
+
 def ui(endpoint: Endpoint) -> Endpoint:
     """A dashboard route: any error it meets becomes an error page with the API's status and text."""
 
@@ -168,6 +176,11 @@ async def form_of(request: Request) -> dict[str, str]:
         fields.setdefault(key, value)
     await dashboard_of(request).csrf.check(request, fields.get(csrf.FIELD, ""))
     return fields
+
+
+async def posted(request: Request) -> tuple[Runtime, str, dict[str, str]]:
+    """What a form's handler acts with: the runtime, the pool and the form's fields."""
+    return runtime_of(request), pool_of(request), await form_of(request)
 
 
 # -- notices: what an action did, shown on the page it leads back to ----------------------

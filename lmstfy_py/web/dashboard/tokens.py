@@ -11,16 +11,15 @@ from starlette.responses import Response
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import params
-from lmstfy_py.web.dashboard.render import NavItem, back_to, confirm, confirmed, form_of, page, pool_of, runtime_of, ui
-from lmstfy_py.web.middleware import route
+from lmstfy_py.web.dashboard import render
 
 TOKENS = "/ui/tokens"
-NAV = NavItem("Tokens", TOKENS)
+NAV = render.NavItem("Tokens", TOKENS)
 MIN_USER_TOKEN_LEN = 20
 
 
 async def show_tokens(request: Request) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
+    runtime, pool = render.runtime_of(request), render.pool_of(request)
     names = sorted(set(await runtime.tokens.namespaces(pool)) | set(await runtime.pools.get(pool).namespaces()))
     limits = {
         (found.namespace, found.token): found.limit for found in await runtime.limits.list_all() if found.pool == pool
@@ -29,7 +28,7 @@ async def show_tokens(request: Request) -> Response:
     for ns in names:
         tokens = await runtime.tokens.list_tokens(pool, ns)
         namespaces.append((ns, [(token, tokens[token], limits.get((ns, token))) for token in sorted(tokens)]))
-    return await page(request, "tokens.html", {"namespaces": namespaces})
+    return await render.page(request, "tokens.html", {"namespaces": namespaces})
 
 
 def _namespace(fields: dict[str, str]) -> str:
@@ -48,8 +47,7 @@ def _token(fields: dict[str, str]) -> str:
 async def create(request: Request) -> Response:
     """As POST /token/{ns}; the page that answers shows the new token once (no redirect: it would
     put the token in a URL, the browser's history and access logs)."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     ns, description = _namespace(fields), fields.get("description", "").strip()
     if not description:
         raise InvalidParameter("invalid description")
@@ -58,20 +56,19 @@ async def create(request: Request) -> Response:
         raise InvalidParameter("the user token was too short")
     token = await runtime.tokens.create(pool, ns, description, chosen)
     context = {"ns": ns, "description": description, "token": token, "no_refresh": True}
-    return await page(request, "token_created.html", context, status=201)
+    return await render.page(request, "token_created.html", context, status=201)
 
 
 async def delete(request: Request) -> Response:
     """As DELETE /token/{ns}/{token}: the token and its limit, once confirmed."""
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     ns, token = _namespace(fields), _token(fields)
-    if not confirmed(fields):
+    if not render.confirmed(fields):
         details = "Clients using this token get 401 from now on. Its limit is deleted too."
-        return await confirm(request, f"Delete a token of {ns}?", details, {"namespace": ns, "token": token})
+        return await render.confirm(request, f"Delete a token of {ns}?", details, {"namespace": ns, "token": token})
     await runtime.tokens.delete(pool, ns, token)
     await runtime.limits.delete(pool, ns, token)
-    return back_to(TOKENS, pool, "token_deleted")
+    return render.back_to(TOKENS, pool, "token_deleted")
 
 
 def _limit(fields: dict[str, str]) -> Limit:
@@ -86,23 +83,17 @@ def _limit(fields: dict[str, str]) -> Limit:
 
 
 async def set_limit(request: Request) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     await runtime.limits.set(pool, _namespace(fields), _token(fields), _limit(fields))
-    return back_to(TOKENS, pool, "limit_set")
+    return render.back_to(TOKENS, pool, "limit_set")
 
 
 async def delete_limit(request: Request) -> Response:
-    runtime, pool = runtime_of(request), pool_of(request)
-    fields = await form_of(request)
+    runtime, pool, fields = await render.posted(request)
     await runtime.limits.delete(pool, _namespace(fields), _token(fields))
-    return back_to(TOKENS, pool, "limit_deleted")
+    return render.back_to(TOKENS, pool, "limit_deleted")
 
 
-ROUTES = [
-    route(TOKENS, "GET", ui(show_tokens)),
-    route(TOKENS + "/create", "POST", ui(create)),
-    route(TOKENS + "/delete", "POST", ui(delete)),
-    route(TOKENS + "/limit", "POST", ui(set_limit)),
-    route(TOKENS + "/limit/delete", "POST", ui(delete_limit)),
-]
+ROUTES = render.page_routes(
+    TOKENS, show_tokens, {"create": create, "delete": delete, "limit": set_limit, "limit/delete": delete_limit}
+)

@@ -239,7 +239,7 @@ async def test_peek_job(api: Api) -> None:
         "ttl": 86400,
         "remain_tries": 1,
         "attributes": None,
-        # Beyond lmstfy: where the job is in its life (tests/web/test_lifecycle_verbs.py covers every state).
+        # Beyond lmstfy: where the job is in its life (tests/web/test_worker_verbs.py covers every state).
         "state": "ready",
         "due_ms": None,
         "attempts": 0,

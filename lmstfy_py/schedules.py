@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgpack
@@ -68,10 +68,6 @@ class Schedule:
     tries: int
     priority: int
     catchup: Catchup
-    # Not part of the schedule (never stored): the most schedules its namespace may hold for this
-    # one to be added (the server's max_schedules_per_namespace), 0 for no cap. Carried here because
-    # the count and the insert are one Lua step (store/schedule_ops.py), behind every JobStore.
-    namespace_cap: int = field(default=0, compare=False)
 
     def following(self, tick_ms: int, after_ms: int) -> int:
         """The first tick after `after_ms` (and after `tick_ms`, a tick of this schedule)."""

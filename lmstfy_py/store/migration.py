@@ -251,8 +251,8 @@ class MigrationEngine:
 
     # -- recurring jobs: registered in the new pool, fired by the pool that holds them --------
 
-    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
-        created, first = await self.new.put_schedule(ns, schedule)
+    async def put_schedule(self, ns: str, schedule: Schedule, cap: int = 0) -> tuple[bool, int]:
+        created, first = await self.new.put_schedule(ns, schedule, cap)
         try:
             await self.old.delete_schedule(ns, schedule.queue, schedule.name)
             created = False  # it replaced the old pool's

@@ -111,9 +111,10 @@ class NamespaceOps(EngineBase):
 
     # -- recurring jobs (store/schedule_ops.py) --------------------------------------------------
 
-    async def put_schedule(self, ns: str, schedule: Schedule) -> tuple[bool, int]:
-        """Registers or replaces a schedule; returns whether it is new, and its first tick (ms)."""
-        return await schedule_ops.put(self, ns, schedule, now_ms())
+    async def put_schedule(self, ns: str, schedule: Schedule, cap: int = 0) -> tuple[bool, int]:
+        """Registers or replaces a schedule; returns whether it is new, and its first tick (ms).
+        `cap`: the most schedules the namespace may hold for a new one to be added (0: no cap)."""
+        return await schedule_ops.put(self, ns, schedule, now_ms(), cap)
 
     async def schedules(self, ns: str, queue: str | None = None) -> list[ScheduleState]:
         return await schedule_ops.listed(self, ns, queue)

@@ -42,20 +42,20 @@ def _index(ns: str, tick_ms: int) -> tuple[str, ...]:
     return ("ZADD", keys.CRON_INDEX, "LT", str(tick_ms), ns)
 
 
-async def put(engine: EngineBase, ns: str, schedule: Schedule, now_ms: int) -> tuple[bool, int]:
+async def put(engine: EngineBase, ns: str, schedule: Schedule, now_ms: int, cap: int = 0) -> tuple[bool, int]:
     """Registers (or replaces) the schedule; returns whether it is new, and its first tick.
 
-    A new schedule in a namespace holding `schedule.namespace_cap` of them is refused (409),
-    nothing stored; replacing one is always allowed.
+    A new schedule in a namespace holding `cap` of them (0: no cap) is refused (409), nothing
+    stored, the count and the insert being one Lua step; replacing one is always allowed.
     """
     await engine.register_namespace(ns)  # the scheduler's sweep reads the namespace registry
     first = schedule.first(now_ms)
     field = keys.schedule_field(schedule.queue, schedule.name)
     call_keys = ScheduleKeys(keys.schedules(ns), keys.schedule_ticks(ns))
-    args = SchedulePutArgs(field, schedule.packed(), first, schedule.namespace_cap)
+    args = SchedulePutArgs(field, schedule.packed(), first, cap)
     created = await engine.scripts.schedule_put(engine.script_client, call_keys, args)
     if created < 0:
-        raise TooManySchedules(schedule.namespace_cap)
+        raise TooManySchedules(cap)
     await engine.script_client.execute_command(*_index(ns, first))
     engine.ticks.scheduled(first)
     return bool(created), first

@@ -59,7 +59,6 @@ def schedule_from(queue: str, name: str, query: QueryParams, body: bytes, config
         tries=tries,
         priority=params.uint(query, "priority", 0, params.MAX_PRIORITY),
         catchup="one" if params.choice(query, "catchup", schedules.CATCHUPS, default="one") == "one" else "none",
-        namespace_cap=server.max_schedules_per_namespace,
     )
 
 
@@ -88,7 +87,8 @@ async def put(request: Request) -> Response:
     target, name = await target_of(request), name_of(request)
     body = await params.read_body(request)
     schedule = schedule_from(target.queue, name, request.query_params, body, runtime_of(request).config)
-    created, first = await target.store.put_schedule(target.ns, schedule)
+    cap = runtime_of(request).config.server.max_schedules_per_namespace
+    created, first = await target.store.put_schedule(target.ns, schedule, cap)
     return JSONResponse({"msg": "scheduled", "next_ms": first}, status_code=201 if created else 200)
 
 

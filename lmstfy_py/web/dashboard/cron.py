@@ -133,7 +133,8 @@ async def save(request: Request) -> Response:
     fields = await render.form_of(request)
     try:
         ns, schedule = _schedule(request, fields)
-        created, _ = await render.store_of(request).put_schedule(ns, schedule)
+        cap = render.runtime_of(request).config.server.max_schedules_per_namespace
+        created, _ = await render.store_of(request).put_schedule(ns, schedule, cap)
     except (InvalidParameter, TooManySchedules) as error:  # the form again, with what to change
         form = {name: fields.get(name, "") for name in FORM_FIELDS}
         # This URL is the action's: nothing to refresh.

@@ -82,7 +82,7 @@ def _flat(values: tuple[Any, ...], rest: bool) -> tuple[Any, ...]:
 
 
 class Step(Generic[K, A, R]):
-    """A Lua script called through its contract (store/contracts.py): its KEYS and its ARGV as
+    """A Lua script called through its contract (store/contracts/, admin/contracts.py): its KEYS and its ARGV as
     NamedTuples whose fields are in the script's order (a last field typed as a tuple holds the
     variadic rest), and the parser of its reply. The lua file's header names the same slots:
     tests/store/test_script_contracts.py holds the two together."""

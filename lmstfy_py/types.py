@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -44,6 +45,17 @@ class NewJob:
     job_id: str | None = None  # chosen by the business; None: a new ULID
     unique_for_ms: int = 0  # how long the id stays taken after the job ended
     backoff: Backoff | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PusherWait:
+    """How a pusher's consume differs from a client's: its deliveries use up no try (as lmstfy's: a
+    pushed job is retried until its ttl), its long-poll ends with what it has once `interrupt` is set
+    (the group's queues changed), and, holding no client, it looks at the queues without a wake-up
+    only every `recheck_s` (a wake token lost with a crashed process is found then)."""
+
+    interrupt: asyncio.Event
+    recheck_s: float
 
 
 @dataclass(frozen=True, slots=True)

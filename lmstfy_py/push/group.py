@@ -29,7 +29,7 @@ from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.push import delivery, shown
 from lmstfy_py.store.faults import outage_reason
 from lmstfy_py.store.jobstore import JobStore
-from lmstfy_py.types import Job
+from lmstfy_py.types import Job, PusherWait
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +125,8 @@ class PushGroup:
             return 0
         started = time.monotonic()
         ttr_ms = (pusher.timeout + RESERVE_MARGIN_S) * 1000
-        jobs = await self.store.consume(
-            self.ns,
-            pusher.queues,
-            ttr_ms,
-            LONG_POLL_MS,
-            min(free, MAX_BATCH),
-            frozen=True,
-            interrupt=self._changed,
-            recheck_s=LONG_POLL_MS / 1000,
-        )
+        waiting = PusherWait(self._changed, recheck_s=LONG_POLL_MS / 1000)
+        jobs = await self.store.consume(self.ns, pusher.queues, ttr_ms, LONG_POLL_MS, min(free, MAX_BATCH), waiting)
         for queue in {job.queue for job in jobs}:
             metrics.push_consumed(self.pool, self.ns, queue, time.monotonic() - started)
         for job in jobs:

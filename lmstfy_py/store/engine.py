@@ -15,7 +15,6 @@ the pump and recurring jobs in namespace_ops.py.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import functools
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
 from lmstfy_py.store.scripts import ScriptCall, run_pipeline
-from lmstfy_py.types import Job, JobInfo, NewJob, Published, QueueStats, Released
+from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
 __all__ = ["CHUNK", "PEEK_SCAN", "WAIT_SLICE_S", "Engine", "EngineObserver", "PumpResult", "TimerSignal", "now_ms"]
@@ -115,29 +114,18 @@ class Engine(DeadLetterOps, NamespaceOps):
     # -- consume ---------------------------------------------------------------------------
 
     async def consume(
-        self,
-        ns: str,
-        queues: Sequence[str],
-        ttr_ms: int,
-        timeout_ms: int,
-        count: int,
-        frozen: bool = False,
-        interrupt: asyncio.Event | None = None,
-        recheck_s: float | None = None,
+        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, pusher: PusherWait | None = None
     ) -> list[Job]:
-        """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms.
-
-        `frozen`: the deliveries use up no try (a pusher's, as lmstfy's: retried until the ttl).
-        `interrupt`: once set, the long-poll ends with what it has (a push group whose queues changed).
-        `recheck_s`: how often it looks at the queues without a wake-up, in case a wake token was
-        lost with a crashed process (default WAIT_SLICE_S; a push group, holding no client, waits longer).
-        """
+        """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms,
+        looking at the queues without a wake-up every WAIT_SLICE_S (a wake token may be lost with a
+        crashed process). A pusher's consume differs as `pusher` says (types.PusherWait)."""
+        recheck_s = pusher.recheck_s if pusher else None
         jobs = await long_poll(
-            lambda _: self.reserve(ns, queues, ttr_ms, count, frozen),
+            lambda _: self.reserve(ns, queues, ttr_ms, count, frozen=pusher is not None),
             lambda left: self.wait_for_wake(ns, queues, min(left, self._slice_s(recheck_s))),
             timeout_ms,
             lambda: self.stopping,
-            interrupt,
+            pusher.interrupt if pusher else None,
         )
         self.observer.consumed(self.pool, ns, queues, count, jobs)
         return jobs

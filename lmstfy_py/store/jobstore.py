@@ -1,8 +1,9 @@
 """The contract between the web layer and a pool's storage: every job operation a request makes.
 
-Two implementations, side by side: `Engine` (store/engine.py), one pool, and `MigrationEngine`
-(store/migration.py), a pool moving to another one, which composes the two pools' Engines. A pool
-still holding lmstfy's layout is served by its Engine with a Layout (store/layout.py).
+One implementation: `Engine` (store/engine.py), one pool; a pool still holding lmstfy's layout is
+served by its Engine with a Layout (store/layout.py). A pool moving to another one is served by
+`MigrationEngine` (store/migration.py), which implements no operation: it routes each to one or
+both pools' Engines by lmstfy's rules.
 `Pools.get` answers a JobStore; the timer pumps, health checks and metrics collector work on
 each pool's own Engine (`Pools.engines`).
 
@@ -12,12 +13,11 @@ job, Conflict (409) when it is not in the state they need; Redis errors propagat
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
 from lmstfy_py.schedules import Schedule, ScheduleState
-from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, QueueStats, Released
+from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
 
 
 class JobStore(Protocol):
@@ -31,15 +31,7 @@ class JobStore(Protocol):
     ) -> list[Published]: ...
 
     async def consume(
-        self,
-        ns: str,
-        queues: Sequence[str],
-        ttr_ms: int,
-        timeout_ms: int,
-        count: int,
-        frozen: bool = False,
-        interrupt: asyncio.Event | None = None,
-        recheck_s: float | None = None,
+        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, pusher: PusherWait | None = None
     ) -> list[Job]: ...
 
     # -- a worker's verbs on a job it reserved

@@ -49,12 +49,17 @@ def _any_failed(replies: list[Any]) -> bool:
 
 
 class CountedRedis(Redis):
-    """A standalone or Sentinel client that owns `connection_pool` (as Redis.from_pool's) and counts."""
+    """A standalone or Sentinel client that counts: made by `owning`."""
 
-    def __init__(self, counter: CommandCounter, connection_pool: ConnectionPool) -> None:
-        super().__init__(connection_pool=connection_pool)
-        self.auto_close_connection_pool = True
-        self.counter = counter
+    counter: CommandCounter  # set by `owning`; a class-level default would be bound as a method
+
+    @classmethod
+    def owning(cls, pool: ConnectionPool, counter: CommandCounter) -> CountedRedis:
+        """A client that owns `pool` (closes it when closed: redis-py's public Redis.from_pool) and counts."""
+        client = cls.from_pool(pool)
+        assert isinstance(client, CountedRedis)
+        client.counter = counter
+        return client
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         started = time.perf_counter()

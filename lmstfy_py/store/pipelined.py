@@ -32,7 +32,8 @@ from collections.abc import Hashable, Sequence
 from typing import Any, cast
 
 import hiredis
-from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio import SSLConnection
+from redis.asyncio.connection import parse_url  # not re-exported by redis.asyncio; no public equivalent
 from redis.exceptions import (
     BusyLoadingError,
     MasterDownError,

@@ -111,7 +111,8 @@ def connect(config: PoolConfig, counter: CommandCounter = ignore) -> tuple[Redis
         return _sentinel_client(config, _REQUEST, counter), _sentinel_client(config, _BLOCKING, counter)
     assert config.url is not None
     requests = BlockingConnectionPool.from_url(config.url, timeout=POOL_WAIT_S, **_REQUEST)
-    return CountedRedis(counter, requests), CountedRedis(counter, ConnectionPool.from_url(config.url, **_BLOCKING))
+    blocking = ConnectionPool.from_url(config.url, **_BLOCKING)
+    return CountedRedis.owning(requests, counter), CountedRedis.owning(blocking, counter)
 
 
 def script_client(config: PoolConfig, counter: CommandCounter = ignore) -> PipelinedRedis | None:
@@ -158,7 +159,7 @@ def _sentinel_client(config: PoolConfig, options: dict[str, Any], counter: Comma
     assert config.master_name is not None
     # What sentinel.master_for makes, but a CountedRedis.
     pool_options = {**sentinel.connection_kwargs, **options, "is_master": True, "connection_class": _SentinelConnection}
-    return CountedRedis(counter, _SentinelPool(config.master_name, sentinel, **pool_options))
+    return CountedRedis.owning(_SentinelPool(config.master_name, sentinel, **pool_options), counter)
 
 
 class _SentinelConnection(SentinelManagedConnection):

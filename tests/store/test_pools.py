@@ -134,3 +134,21 @@ async def test_every_kind_of_pool_starts_and_closes_cleanly(
             assert (await engine.peek_job("ns", "q", job_id)).job.body == name.encode()
     finally:
         await pools.close()
+
+
+async def test_standalone_clients_count_their_commands_and_own_their_pools(redis_url: str) -> None:
+    counted: list[tuple[str, bool]] = []
+    clients = pools.connect(
+        PoolConfig("default", url=redis_url), lambda name, failed, _: counted.append((name, failed))
+    )
+    for client in clients:
+        try:
+            await client.ping()
+            pipe = client.pipeline(transaction=False)
+            pipe.ping()
+            await pipe.execute()
+        finally:
+            await client.aclose()
+        # Closing the client closes its pool (Redis.from_pool), as nothing else holds the pool.
+        assert client.auto_close_connection_pool
+    assert counted == [("PING", False), ("pipeline", False)] * 2

@@ -2,8 +2,9 @@
 
 redis-py gives every concurrent command a pooled connection of its own, a timeout context, a
 write and a read: ~145 µs of CPU per EVALSHA with redis-py 8.1 under 32 concurrent callers,
-against 9-10 µs here (python -m benchmarks.bench_redis_client, 2-core VM). Here the commands issued in one event-loop turn go out in one write on
-one connection, and the replies, parsed by hiredis, are handed to their callers in order.
+against 9-10 µs here (python -m benchmarks.bench_redis_client, 2-core VM). Here the commands
+issued in one event-loop turn go out in one write on one connection, and the replies, parsed by
+hiredis, are handed to their callers in order.
 Redis runs one command at a time anyway, so one connection per process costs it nothing.
 
 A caller is answered only after Redis replied, as with redis-py: a command still in this

@@ -1,6 +1,6 @@
 """asyncio helpers: background loops that never die silently (`Loop`), the parts that run them
-(`Background`), stopping tasks reliably, and sharing one call among concurrent callers (token
-lookups, Redis connects)."""
+(`Background`, `OneLoop`), stopping tasks reliably, and sharing one call among concurrent callers
+(token lookups, Redis connects)."""
 
 from __future__ import annotations
 
@@ -135,6 +135,18 @@ class Background:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
+
+
+class OneLoop(Background):
+    """A Background whose one Loop is `self.loop`, set by the subclass's __init__."""
+
+    loop: Loop
+
+    def start(self) -> None:
+        self.loop.start()
+
+    async def stop(self) -> None:
+        await self.loop.stop()
 
 
 def _backoff(failures: int, cap: float) -> float:

@@ -38,19 +38,13 @@ async def probe(engine: Engine) -> Exception | None:
     return None
 
 
-class Health(tasks.Background):
+class Health(tasks.OneLoop):
     """The health check of one pool: a tasks.Loop probing it."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.down: str | None = None  # why the pool does not answer; None while it does
         self.loop = tasks.Loop("health", self._step, engine.pool)
-
-    def start(self) -> None:
-        self.loop.start()
-
-    async def stop(self) -> None:
-        await self.loop.stop()
 
     async def _step(self) -> float:
         outage = await probe(self.engine)

@@ -220,7 +220,7 @@ async def adopt_dead_letter(engine: Engine, ns: str, queue: str) -> int:
     return total
 
 
-class LmstfyMover(tasks.Background):
+class LmstfyMover(tasks.OneLoop):
     """The loop of an lmstfy-format pool: pumps lmstfy's timer_set into lmstfy-py's layout, moves
     lmstfy's dead letters, and tells the pool's LmstfyLayout whether anything of lmstfy's remains."""
 
@@ -235,12 +235,6 @@ class LmstfyMover(tasks.Background):
         # What the log last said: lmstfy's data present or not.
         self._reported: bool | None = False if unsure else None
         self.loop = tasks.Loop("lmstfy", self._step, layout.pool)
-
-    def start(self) -> None:
-        self.loop.start()
-
-    async def stop(self) -> None:
-        await self.loop.stop()
 
     async def _step(self) -> float:
         next_due_s = await self.pump()

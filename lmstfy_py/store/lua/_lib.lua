@@ -16,6 +16,22 @@ local function pack_element(tries, id)
     return struct.pack('<HHc0', tries, #id, id)
 end
 
+-- Pops up to `most` elements off a list, 'RPOP' (the old end) or 'LPOP' (the new end), calling
+-- each(id) with the id of each until the list is empty; returns the sum of what each returned
+-- (1 for a job it counts, say), for the scripts that walk a list in chunks (a dead letter).
+local function pop_each(list, pop, most, each)
+    local total = 0
+    for _ = 1, most do
+        local element = redis.call(pop, list)
+        if not element then
+            break
+        end
+        local _, id = struct.unpack('<HHc0', element)
+        total = total + each(id)
+    end
+    return total
+end
+
 local function pack_member(ns, q, tries, id, reserved)
     local member = struct.pack('<Hc0Hc0HHc0', #ns, ns, #q, q, tries, #id, id)
     if reserved then

@@ -6,20 +6,15 @@
 -- Returns {jobs moved, elements left in lmstfy's list}.
 local ns, qname = ARGV[1], ARGV[2]
 local k = our_keys(ns, qname)
-local moved = 0
-for _ = 1, tonumber(ARGV[3]) do
-    -- The newest first (lmstfy pushes on the left), each appended at the old end of ours.
-    local element = redis.call('LPOP', KEYS[1])
-    if not element then
-        break
-    end
-    local _, id = struct.unpack('<HHc0', element)
+-- The newest first (lmstfy pushes on the left), each appended at the old end of ours.
+local moved = pop_each(KEYS[1], 'LPOP', tonumber(ARGV[3]), function(id)
     local job = adopt(ns, qname, id, k)
-    if job then
-        redis.call('RPUSH', KEYS[2], pack_element(0, id))
-        redis.call('HSET', job, 's', 'D', 't', 0, 'k', ARGV[4], 'e', 'lmstfy: dead before the move')
-        redis.call('PERSIST', job)
-        moved = moved + 1
+    if not job then
+        return 0
     end
-end
+    redis.call('RPUSH', KEYS[2], pack_element(0, id))
+    redis.call('HSET', job, 's', 'D', 't', 0, 'k', ARGV[4], 'e', 'lmstfy: dead before the move')
+    redis.call('PERSIST', job)
+    return 1
+end)
 return {moved, redis.call('LLEN', KEYS[1])}

@@ -18,13 +18,7 @@ elseif ARGV[1] == 'members' then
     end
     return deleted
 end
-local deleted = 0
-for _ = 1, tonumber(ARGV[3]) do
-    local element = redis.call('RPOP', KEYS[1])
-    if not element then
-        break
-    end
-    local _, id = struct.unpack('<HHc0', element)
-    deleted = deleted + redis.call('DEL', ARGV[2] .. id)
-end
+local deleted = pop_each(KEYS[1], 'RPOP', tonumber(ARGV[3]), function(id)
+    return redis.call('DEL', ARGV[2] .. id)
+end)
 return {deleted, redis.call('LLEN', KEYS[1])}

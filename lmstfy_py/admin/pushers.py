@@ -168,7 +168,7 @@ def _split(field: bytes | str) -> GroupKey | None:
 Listener = Callable[[Mapping[GroupKey, Pusher]], None]
 
 
-class PusherStore(PoolChecked, tasks.Background):
+class PusherStore(PoolChecked, tasks.OneLoop):
     """The configurations in the admin Redis, and this process's copy of them."""
 
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
@@ -178,7 +178,7 @@ class PusherStore(PoolChecked, tasks.Background):
         self._version: bytes | None = None
         self._loaded = False
         self._listeners: list[Listener] = []
-        self._loop = tasks.Loop("pushers", self._poll)
+        self.loop = tasks.Loop("pushers", self._poll)
 
     def listen(self, listener: Listener) -> None:
         """`listener` gets the whole table each time it changed (the push manager)."""
@@ -239,12 +239,6 @@ class PusherStore(PoolChecked, tasks.Background):
         await self._poll()  # this process applies it before answering
 
     # -- this process's copy ------------------------------------------------------------
-
-    def start(self) -> None:
-        self._loop.start()
-
-    async def stop(self) -> None:
-        await self._loop.stop()
 
     async def _poll(self) -> float:
         version = await self.redis.get(keys.PUSH_METAS_VERSION)

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 POLL_S = 0.5
 
 
-class Switch(tasks.Background):
+class Switch(tasks.OneLoop):
     """One on/off switch: `on` is this process's view, `set` changes it everywhere."""
 
     def __init__(self, redis: Any, key: str, name: str, initially: bool) -> None:
@@ -34,7 +34,7 @@ class Switch(tasks.Background):
         # A poll, a read and a set each read-then-apply across an await: one at a time, so that an
         # older version read by one never overwrites a newer one applied by another.
         self._lock = asyncio.Lock()
-        self._loop = tasks.Loop("switch", self._poll, name)
+        self.loop = tasks.Loop("switch", self._poll, name)
 
     async def set(self, on: bool) -> None:
         """Switches it here at once, and everywhere within POLL_S."""
@@ -46,12 +46,6 @@ class Switch(tasks.Background):
         """The switch as stored now (a change since this process started), else this process's own."""
         await self._refresh()
         return self.on
-
-    def start(self) -> None:
-        self._loop.start()
-
-    async def stop(self) -> None:
-        await self._loop.stop()
 
     async def _poll(self) -> float:
         await self._refresh()

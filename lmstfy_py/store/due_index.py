@@ -26,7 +26,7 @@ from lmstfy_py.store.pipelined import PipelinedRedis
 DUE_BATCH = 100  # due namespaces one look at the index takes
 
 
-class DueIndexLoop(tasks.Background, abc.ABC):
+class DueIndexLoop(tasks.OneLoop, abc.ABC):
     """Subclasses say which index (`index`), what serving a due namespace means (`serve`, returning
     the namespace's next due ms or -1) and which key holds a namespace's due times (`due_key`)."""
 
@@ -54,12 +54,6 @@ class DueIndexLoop(tasks.Background, abc.ABC):
         """Called for what this process schedules: wake early if it is due before our plan."""
         if due_ms < self._planned_ms:
             self.loop.wake()
-
-    def start(self) -> None:
-        self.loop.start()
-
-    async def stop(self) -> None:
-        await self.loop.stop()
 
     async def _step(self) -> float:
         self._planned_ms = math.inf

@@ -103,7 +103,7 @@ def version() -> None:
 @click.option(
     "--http-server",
     metavar="NAME",
-    help="The HTTP server of every worker: hypercorn or uvicorn (faster; the [fast] extra).  [default: hypercorn]",
+    help="The HTTP server of every worker: uvicorn (the [fast] extra) or hypercorn.  [default: uvicorn if installed]",
 )
 @click.option("--access-log/--no-access-log", default=None, help="Log every request.  [default: off]")
 @click.option("-p", "--pid-file", metavar="FILE", help="Write the server's pid there; removed at exit.")

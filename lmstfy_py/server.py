@@ -1,10 +1,10 @@
 """Run the server: both apps in one event loop per process, and `--workers N` processes.
 
 One process (`run_worker`) runs the data app and the admin app as two HTTP servers in one event
-loop around one Runtime: hypercorn (hypercorn_serve.py), or uvicorn with `--http-server uvicorn`
-(uvicorn_serve.py; the same guarantees, tested the same), and stops gracefully on SIGTERM or SIGINT:
-answer waiting long-polls, stop accepting, answer every request that has arrived, each with
-`Connection: close` (up to GRACEFUL_TIMEOUT), then stop the runtime.
+loop around one Runtime: uvicorn (uvicorn_serve.py, the default where the [fast] extra is
+installed), or hypercorn (hypercorn_serve.py; the same guarantees, tested the same), and stops
+gracefully on SIGTERM or SIGINT: answer waiting long-polls, stop accepting, answer every request
+that has arrived, each with `Connection: close` (up to GRACEFUL_TIMEOUT), then stop the runtime.
 
 With several workers (`run` with workers > 1) this process reserves the addresses, forks the
 workers before any event loop exists (each listens on its own socket, see listeners.py), and

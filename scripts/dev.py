@@ -27,8 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 STAMP = VENV / ".lmstfy-install-stamp"
-# What each command needs: serving only the runtime dependencies; tests and lint their tools too.
-SERVE_EXTRAS = "."
+# What each command needs: serving the runtime dependencies with the fast HTTP server (uvicorn,
+# the default where installed); tests and lint their tools too.
+SERVE_EXTRAS = ".[fast]"
 TEST_EXTRAS = ".[test,fast]"
 NEEDS = {"serve": SERVE_EXTRAS, "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
 # Measured from a fresh clone with empty caches on the 2-core VM (README, "Which machine"):

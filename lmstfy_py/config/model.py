@@ -5,6 +5,7 @@ Nothing here reads a file: reader.py takes values out of a table, sections.py ch
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 import re
@@ -63,11 +64,26 @@ PoolKind = Literal["standalone", "sentinel", "cluster"]
 PoolFormat = Literal["auto", "lmstfy-py", "lmstfy"]
 POOL_FORMATS = ("auto", "lmstfy-py", "lmstfy")
 FsyncPolicy = Literal["everysec", "always"]
-# The HTTP server of every worker: hypercorn (the default), or uvicorn with httptools (the [fast] extra).
+# The HTTP server of every worker: uvicorn with httptools (the [fast] extra, which `dev.py serve`
+# installs) where it is installed, else hypercorn (a core dependency).
 HttpServer = Literal["hypercorn", "uvicorn"]
 HTTP_SERVERS = ("hypercorn", "uvicorn")
 # What each server needs beyond the core dependencies, and where it comes from.
 HTTP_SERVER_MODULES = {"hypercorn": (), "uvicorn": ("uvicorn", "httptools")}
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module blocked by a None in sys.modules (how a test hides one)
+        return False
+
+
+def fastest_http_server() -> HttpServer:
+    """The default: uvicorn costs about half hypercorn's CPU per request (docs/PERFORMANCE.md)."""
+    return "uvicorn" if all(installed(module) for module in HTTP_SERVER_MODULES["uvicorn"]) else "hypercorn"
+
+
 # "plain": lmstfy-py's own lines; "text" and "json": logrus's formatters, as lmstfy writes its logs.
 LogFormat = Literal["plain", "text", "json"]
 LOG_FORMATS = ("plain", "text", "json")
@@ -114,7 +130,7 @@ class ServerConfig:
     # lmstfy's -sv (a flag only, never from a file): /api requests need no valid token. Development only.
     skip_token_check: bool = False
     # The HTTP server; both keep every promise of docs/API.md ("Connections"), uvicorn costs less per request.
-    http_server: HttpServer = "hypercorn"
+    http_server: HttpServer = field(default_factory=fastest_http_server)
     # Recurring jobs: at most this many schedules in one namespace, none firing more often than
     # every `min_schedule_every` seconds (one tenant's schedules must not take the server's CPU).
     max_schedules_per_namespace: int = 1000

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from lmstfy_py.config.model import (
     PoolKind,
     PushConfig,
     ServerConfig,
+    installed,
 )
 from lmstfy_py.config.reader import Reader, toml_type
 
@@ -116,7 +116,7 @@ def read_server(reader: Reader, base: ServerConfig) -> ServerConfig:
     reader.finish()
     if server.port == server.admin_port:
         reader.fail("admin_port", f"must differ from port ({server.port})")
-    missing = [name for name in HTTP_SERVER_MODULES[server.http_server] if importlib.util.find_spec(name) is None]
+    missing = [name for name in HTTP_SERVER_MODULES[server.http_server] if not installed(name)]
     if missing:
         needs = ", ".join(missing)
         reader.fail(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,8 +141,30 @@ def test_hardening_keys(tmp_path: Path) -> None:
 
 
 def test_http_server(tmp_path: Path) -> None:
-    assert ServerConfig().http_server == "hypercorn"
-    assert load_config(write(tmp_path, '[server]\nhttp_server = "uvicorn"\n')).server.http_server == "uvicorn"
+    # The test set-up installs the [fast] extra, as README's `dev.py serve` does: a newcomer gets uvicorn.
+    assert ServerConfig().http_server == "uvicorn"
+    assert load_config(write(tmp_path, "")).server.http_server == "uvicorn"
+    assert load_config(write(tmp_path, '[server]\nhttp_server = "hypercorn"\n')).server.http_server == "hypercorn"
+
+
+@pytest.mark.parametrize("hidden", ["uvicorn", "httptools"])
+def test_http_server_is_hypercorn_without_the_fast_extra(tmp_path: Path, hidden: str) -> None:
+    """A plain `pip install lmstfy-py` (no [fast]) serves on hypercorn, and asking for uvicorn says what it needs."""
+    asks_uvicorn = write(tmp_path, '[server]\nhttp_server = "uvicorn"\n')
+    script = f"""
+import sys
+sys.modules[{hidden!r}] = None  # what an interpreter without the module sees: it cannot be imported
+from lmstfy_py.config import ConfigError, ServerConfig, load_config
+print(ServerConfig().http_server)
+try:
+    load_config({str(asks_uvicorn)!r})
+except ConfigError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    default, refusal = done.stdout.splitlines()
+    assert default == "hypercorn"
+    assert f"uvicorn needs {hidden}: the [fast] extra" in refusal
 
 
 def test_connection_timeouts(tmp_path: Path) -> None:

@@ -45,3 +45,15 @@ def test_a_sigint_is_named_and_lmstfys_json_log_format_is_kept(tmp_path: Path, r
     assert messages[-2].startswith("lmstfy-py: SIGINT received: stopping"), err
     assert messages[-1] == "lmstfy-py: stopped", err
     assert not [line for line in err.splitlines() if line.startswith("lmstfy-py: ")], err  # logged, not printed
+
+
+@pytest.mark.parametrize(("args", "expected"), [([], "uvicorn"), (["--http-server", "hypercorn"], "hypercorn")])
+def test_serve_runs_uvicorn_unless_told_otherwise(
+    tmp_path: Path, redis_url: str, args: list[str], expected: str
+) -> None:
+    """The set-up installs the [fast] extra (dev.py serve, as the tests' set-up): a newcomer's server is the fast one."""
+    with Server(tmp_path, redis_url=redis_url, args=["--workers", "1", *args]) as server:
+        server.start()
+        err = stopped_by(server, signal.SIGTERM)
+    (started,) = [line for line in err.splitlines() if line.startswith("lmstfy-py 0")]
+    assert started.endswith(f"1 worker ({expected})"), err

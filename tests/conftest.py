@@ -36,8 +36,9 @@ _NEEDS = {"uvicorn": ("uvicorn", "httptools")}
 
 # Modules whose tests assert deadlines or timings (or drive a browser): `dev.py test` runs them alone,
 # after the rest has run in two processes, so that they never share the machine with other tests.
+# The programs' tests (test_programs.py, test_bench.py) are heavy but assert no timing: they run
+# with the rest, which keeps the serial part, and so CI, shorter.
 SERIAL_MODULES = {
-    "test_bench.py",
     "test_crash.py",
     "test_dashboard_browser.py",
     "test_embedded_supervision.py",
@@ -45,7 +46,6 @@ SERIAL_MODULES = {
     "test_lmstfy_e2e.py",
     "test_long_polls.py",
     "test_many_instances.py",
-    "test_programs.py",
     "test_push_e2e.py",
     "test_redis_freeze.py",
     "test_schedules_e2e.py",

@@ -38,6 +38,8 @@ RUN_BY = {
     "benchmarks/bench_longpolls.py": "tests/e2e/test_programs.py::test_bench_longpolls",
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
+    "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
+    "benchmarks/bench_request_paths.py": "tests/e2e/test_programs.py::test_bench_request_paths",
     "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
     "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
     "benchmarks/crash_test.py": "tests/e2e/test_programs.py::test_crash_test",
@@ -98,7 +100,29 @@ def test_bench_redis_client(redis_url: str) -> None:
     args = ["--redis-url", redis_url, "--callers", "4", "--commands", "40", "--rounds", "1"]
     out = ok(run("benchmarks/bench_redis_client.py", *args))
     for client in ("redis-py pooled client", "lmstfy-py pipelined"):
-        assert re.search(rf"{client} +[\d,]+ cmd/s +[\d.]+ µs CPU per command", out), out
+        assert re.search(rf"{client} +[\d,]+ calls/s +[\d.]+ µs CPU per call", out), out
+    assert "EVALSHA + ZADD pipeline:" in out, out
+
+
+def test_publish_path(redis_url: str) -> None:
+    out = ok(run("benchmarks/publish_path.py", "--redis-url", redis_url))
+    before = re.search(r"^(\d+) before the EVALSHA is written: (.*)$", out, re.MULTILINE)
+    assert before, out
+    files = before.group(2).split(", ")
+    assert len(files) == int(before.group(1)) and files[-1] == "store/pipelined.py", out
+    assert {"store/engine.py", "store/scripts.py"} <= set(files), out
+    stack = r"^\d+ on the stack when it is: web/.* -> store/engine\.py -> store/scripts\.py -> store/pipelined\.py$"
+    assert re.search(stack, out, re.MULTILINE), out
+
+
+def test_bench_request_paths() -> None:
+    args = ["--rounds", "1", "--duration", "0.3", "--clients", "2", "--requests", "40", "--in-process-rounds", "1"]
+    out = ok(run("benchmarks/bench_request_paths.py", *args))
+    compared = re.findall(r"^answers of (\w+) vs (\w+): (.*)$", out, re.MULTILINE)
+    assert compared and all(verdict == "identical" for _, _, verdict in compared), out
+    for scenario in ("publish", "consume_ack"):
+        assert re.search(rf"^\| {scenario} \| \w+ \| [\d,]+ \|", out, re.MULTILINE), out
+    assert re.search(r"publish +\w+ +[\d.]+ µs +\w+ +[\d.]+ µs", out), out
 
 
 def test_bench_http_servers() -> None:

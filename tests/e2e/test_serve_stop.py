@@ -51,7 +51,7 @@ def test_a_sigint_is_named_and_lmstfys_json_log_format_is_kept(tmp_path: Path, r
 def test_serve_runs_uvicorn_unless_told_otherwise(
     tmp_path: Path, redis_url: str, args: list[str], expected: str
 ) -> None:
-    """The set-up installs the [fast] extra (dev.py serve, as the tests' set-up): a newcomer's server is the fast one."""
+    """The set-up installs the [fast] extra (dev.py serve, as the tests' set-up): a newcomer gets the fast server."""
     with Server(tmp_path, redis_url=redis_url, args=["--workers", "1", *args]) as server:
         server.start()
         err = stopped_by(server, signal.SIGTERM)

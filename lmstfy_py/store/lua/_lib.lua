@@ -3,7 +3,8 @@
 -- 'Hc0Hc0HHc0', followed by 'X' when it is a reservation (nothing for a delayed job), so that a
 -- member whose job expired still says which count it was part of.
 --
--- Job hash fields: d data (msgpack [body, attributes]), s state (T delayed, R ready, X reserved,
+-- Job hash fields: d data (msgpack [body, attributes]; past DATA_CHUNK bytes continued in d2,
+-- d3..., see data_fields), s state (T delayed, R ready, X reserved,
 -- D dead), t tries packed in its element, c created (unix ms), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none).
@@ -11,6 +12,46 @@
 -- counter), paused ("1" while paused).
 
 local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
+
+-- A job's data is stored in pieces of DATA_CHUNK bytes, fields d, d2, d3..., so that the hash of
+-- a job with a small body stays a listpack: Redis keeps a hash compact only while each of its
+-- values is at most hash-max-listpack-value bytes (64 by default) and it has at most
+-- hash-max-listpack-entries (128) entries. A 100-byte job's hash then takes ~210 bytes, not ~400
+-- as a hashtable (benchmarks/bench_memory.py). Data of more than DATA_CHUNKS_MAX pieces is stored
+-- whole in d: its hash could not stay compact anyway. A piece shorter than DATA_CHUNK is the
+-- last, so data stored whole in d (by a version before this layout) reads the same.
+local DATA_CHUNK = 64
+local DATA_CHUNKS_MAX = 32
+
+-- The fields and values that store `data`, for HSET: {'d', piece, 'd2', piece, ...}.
+local function data_fields(data)
+    if #data > DATA_CHUNK * DATA_CHUNKS_MAX then
+        return {'d', data}
+    end
+    local out = {'d', string.sub(data, 1, DATA_CHUNK)}
+    for i = 2, math.ceil(#data / DATA_CHUNK) do
+        out[#out + 1] = 'd' .. i
+        out[#out + 1] = string.sub(data, (i - 1) * DATA_CHUNK + 1, i * DATA_CHUNK)
+    end
+    return out
+end
+
+-- A job's data given its field d, read already (nil or false when the job is gone): the rest of
+-- its pieces are read when d is a whole piece.
+local function job_data(job_key, first)
+    if not first or #first ~= DATA_CHUNK then
+        return first
+    end
+    local pieces, piece = {first}, first
+    while #piece == DATA_CHUNK do
+        piece = redis.call('HGET', job_key, 'd' .. (#pieces + 1))
+        if not piece then
+            break
+        end
+        pieces[#pieces + 1] = piece
+    end
+    return table.concat(pieces)
+end
 
 local function pack_element(tries, id)
     return struct.pack('<HHc0', tries, #id, id)
@@ -132,7 +173,10 @@ local function create_job(j, q, ns, qname, id, new)
     if redis.call('EXISTS', j.key) == 1 or redis.call('EXISTS', j.tombstone) == 1 then
         return 0
     end
-    redis.call('HSET', j.key, 'd', new.data, 'c', new.now)
+    local fields = data_fields(new.data)
+    fields[#fields + 1] = 'c'
+    fields[#fields + 1] = new.now
+    redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)
     end
@@ -176,7 +220,7 @@ local function reserve_element(r, qname, q, element)
     local out, base = r.out, #r.out
     out[base + 1] = qname
     out[base + 2] = id
-    out[base + 3] = fields[1]
+    out[base + 3] = job_data(job, fields[1])
     out[base + 4] = redis.call('PTTL', job)
     out[base + 5] = remain
     out[base + 6] = attempts

@@ -13,5 +13,5 @@ if f[3] == 'T' or f[3] == 'X' then
     local member = pack_member(ARGV[1], ARGV[2], tonumber(f[2]), ARGV[3], f[3] == 'X')
     due = redis.call('ZSCORE', KEYS[2], member) or false
 end
-return {f[1], redis.call('PTTL', KEYS[1]), tonumber(f[2]), f[3] or false, f[4] or false, f[5] or false,
+return {job_data(KEYS[1], f[1]), redis.call('PTTL', KEYS[1]), tonumber(f[2]), f[3] or false, f[4] or false, f[5] or false,
     f[6] or false, f[7] or false, f[8] or false, due}

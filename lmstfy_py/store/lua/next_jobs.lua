@@ -20,7 +20,7 @@ local function add(element)
     end
     local base = #out
     out[base + 1] = id
-    out[base + 2] = f[1]
+    out[base + 2] = job_data(job, f[1])
     out[base + 3] = redis.call('PTTL', job)
     out[base + 4] = tries
     out[base + 5] = f[2] or false

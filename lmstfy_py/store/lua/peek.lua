@@ -7,7 +7,7 @@ local n = tonumber(ARGV[2])
 local function live(element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = ARGV[1] .. id
-    local data = redis.call('HGET', job, 'd')
+    local data = job_data(job, redis.call('HGET', job, 'd'))
     if data then
         return {id, data, redis.call('PTTL', job), tries}
     end

@@ -2,7 +2,8 @@
 
 A job's data is stored in pieces of 64 bytes (fields d, d2, d3...: lua/_lib.lua's data_fields), so
 that the hash of a small job stays a listpack. A job stored before, its data whole in field d, must
-still be read, consumed, released, buried, respawned and ACKed: an upgrade on a live Redis.
+still be read, consumed, released, buried, respawned and ACKed: an upgrade on a live Redis. A job
+whose id the engine made keeps no field c (created): its id tells; a job stored before keeps its c.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import asyncio
 
 import pytest
 
+from lmstfy_py import ids
 from lmstfy_py.store import keys
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.jobdata import encode_data
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import NewJob
@@ -105,3 +107,35 @@ async def test_a_job_stored_before_still_expires(engine: Engine) -> None:
     assert await engine.redis.pexpire(keys.job(NS, "ttl", job_id), 100)
     await asyncio.sleep(0.2)
     assert await engine.consume(NS, ["ttl"], ttr_ms=60_000, timeout_ms=0, count=1) == []
+
+
+async def test_a_job_whose_id_tells_when_it_was_created_keeps_no_field_c(engine: Engine) -> None:
+    job_id = (await engine.publish(NS, "made", NewJob(b"z" * 100))).job_id
+    assert b"c" not in await engine.redis.hkeys(keys.job(NS, "made", job_id))
+    [ahead] = await engine.next_jobs(NS, "made", 1)
+    assert ahead.job.created_ms == ids.timestamp_ms(job_id)
+    [job] = await engine.consume(NS, ["made"], ttr_ms=60_000, timeout_ms=0, count=1)
+    assert job.created_ms == ids.timestamp_ms(job_id) and 0 <= job.elapsed_ms < 5000
+    assert (await engine.peek_job(NS, "made", job_id)).job.created_ms == ids.timestamp_ms(job_id)
+
+
+async def test_a_business_id_keeps_field_c_even_when_it_looks_like_ours(engine: Engine) -> None:
+    lookalike = ids.new_job_id(0, 0, now_ms() - 3_600_000)  # an hour older than the job
+    for job_id in ["order-42", lookalike]:
+        await engine.publish(NS, "business", NewJob(b"b", job_id=job_id))
+        stored = await engine.redis.hget(keys.job(NS, "business", job_id), "c")
+        assert stored is not None and abs(int(stored) - now_ms()) < 5000
+        [job] = await engine.consume(NS, ["business"], ttr_ms=60_000, timeout_ms=0, count=1)
+        assert (job.job_id, job.created_ms) == (job_id, int(stored)) and job.elapsed_ms < 5000
+
+
+async def test_field_c_of_a_job_stored_before_still_wins_over_its_id(engine: Engine) -> None:
+    job_id = (await engine.publish(NS, "kept", NewJob(b"k" * 100))).job_id
+    await store_whole(engine, "kept", job_id)
+    created = ids.timestamp_ms(job_id) - 5000
+    await engine.redis.hset(keys.job(NS, "kept", job_id), "c", created)
+    assert (await engine.peek_job(NS, "kept", job_id)).job.created_ms == created
+    [ahead] = await engine.next_jobs(NS, "kept", 1)
+    assert ahead.job.created_ms == created
+    [job] = await engine.consume(NS, ["kept"], ttr_ms=60_000, timeout_ms=0, count=1)
+    assert job.created_ms == created and job.elapsed_ms >= 5000

@@ -4,8 +4,8 @@
 -- member whose job expired still says which count it was part of.
 --
 -- Job hash fields: d data (msgpack [body, attributes]; past DATA_CHUNK bytes continued in d2,
--- d3..., see data_fields), s state (T delayed, R ready, X reserved,
--- D dead), t tries packed in its element, c created (unix ms), p priority (absent: 0), a
+-- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
+-- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none).
 -- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
@@ -166,16 +166,18 @@ end
 
 -- Stores a new job and makes it ready now, or puts it on the timer (publish.lua, cron_fire.lua).
 -- j = {key, tombstone, registry, timer}, q = the queue's {ready, prio, wake, meta};
--- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, now, priority, unique_for (ms),
--- backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
+-- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, created (ms; 0: the job id tells,
+-- no field c is kept), priority, unique_for (ms), backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
 -- its id is still taken (unique_for): nothing is stored.
 local function create_job(j, q, ns, qname, id, new)
     if redis.call('EXISTS', j.key) == 1 or redis.call('EXISTS', j.tombstone) == 1 then
         return 0
     end
     local fields = data_fields(new.data)
-    fields[#fields + 1] = 'c'
-    fields[#fields + 1] = new.now
+    if tonumber(new.created) > 0 then
+        fields[#fields + 1] = 'c'
+        fields[#fields + 1] = new.created
+    end
     redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)

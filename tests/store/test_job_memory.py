@@ -44,14 +44,17 @@ async def test_a_small_job_hash_stays_a_listpack(engine: Engine) -> None:
     assert (await engine.peek_job(NS, "small", job_id)).job.body == body
 
 
-# msgpack [body, nil] is the body and 4 bytes (bin8) or 5 (bin16, from 256 bytes): the data is
-# then 0, 63, 64, 65, 128, 2048 (32 pieces, the most) and 2049 (stored whole) bytes long.
-@pytest.mark.parametrize("size", [0, 59, 60, 61, 124, 2043, 2044, 70_000])
+# msgpack [body, {"k": "v"}] is the body and 8 bytes (bin8) or 9 (bin16, from 256 bytes): the
+# data is then 8, 63, 64, 65, 128, 129, 512 (8 pieces, the most) and 513 (stored whole) bytes long.
+@pytest.mark.parametrize("size", [0, 55, 56, 57, 120, 121, 503, 504, 70_000])
 @pytest.mark.parametrize("whole", [False, True], ids=["pieces", "stored-before"])
 async def test_data_of_any_length_reads_back_through_every_step(engine: Engine, size: int, whole: bool) -> None:
     queue = f"q{size}"
     body = bytes(i % 251 for i in range(size))
     job_id = (await engine.publish(NS, queue, NewJob(body, tries=2, attributes=ATTRIBUTES))).job_id
+    data = encode_data(body, ATTRIBUTES)
+    pieces = [f for f in await engine.redis.hkeys(keys.job(NS, queue, job_id)) if f.startswith(b"d")]
+    assert len(pieces) == (-(-len(data) // 64) if 0 < len(data) <= 512 else 1)
     if whole:
         await store_whole(engine, queue, job_id)
     assert (await engine.peek_queue(NS, queue)).body == body

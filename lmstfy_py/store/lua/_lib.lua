@@ -18,10 +18,12 @@ local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - pri
 -- values is at most hash-max-listpack-value bytes (64 by default) and it has at most
 -- hash-max-listpack-entries (128) entries. A 100-byte job's hash then takes ~210 bytes, not ~400
 -- as a hashtable (benchmarks/bench_memory.py). Data of more than DATA_CHUNKS_MAX pieces is stored
--- whole in d: its hash could not stay compact anyway. A piece shorter than DATA_CHUNK is the
--- last, so data stored whole in d (by a version before this layout) reads the same.
+-- whole in d: past that the listpack saves less (none past ~1 KB) and reading more pieces costs
+-- more Redis CPU than it is worth. A piece shorter than DATA_CHUNK is the last; data stored whole
+-- in d (by a version before this layout, or too long) has no d2, and reads the same.
 local DATA_CHUNK = 64
-local DATA_CHUNKS_MAX = 32
+local DATA_CHUNKS_MAX = 8
+local DATA_REST = {'d3', 'd4', 'd5', 'd6', 'd7', 'd8'} -- the pieces after d2, up to DATA_CHUNKS_MAX
 
 -- The fields and values that store `data`, for HSET: {'d', piece, 'd2', piece, ...}.
 local function data_fields(data)
@@ -36,19 +38,24 @@ local function data_fields(data)
     return out
 end
 
--- A job's data given its field d, read already (nil or false when the job is gone): the rest of
--- its pieces are read when d is a whole piece.
-local function job_data(job_key, first)
-    if not first or #first ~= DATA_CHUNK then
+-- A job's data given its fields d and d2, read already with the job's other fields (false when
+-- absent; d false: the job is gone): one more HMGET only when d2 is a whole piece.
+local function read_data(job_key, first, second)
+    if not second then
         return first
     end
-    local pieces, piece = {first}, first
-    while #piece == DATA_CHUNK do
-        piece = redis.call('HGET', job_key, 'd' .. (#pieces + 1))
+    if #second ~= DATA_CHUNK then
+        return first .. second
+    end
+    local pieces = {first, second}
+    for _, piece in ipairs(redis.call('HMGET', job_key, unpack(DATA_REST))) do
         if not piece then
             break
         end
         pieces[#pieces + 1] = piece
+        if #piece ~= DATA_CHUNK then
+            break
+        end
     end
     return table.concat(pieces)
 end
@@ -210,7 +217,7 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2')
     if not fields[1] then
         return false
     end
@@ -222,7 +229,7 @@ local function reserve_element(r, qname, q, element)
     local out, base = r.out, #r.out
     out[base + 1] = qname
     out[base + 2] = id
-    out[base + 3] = job_data(job, fields[1])
+    out[base + 3] = read_data(job, fields[1], fields[3])
     out[base + 4] = redis.call('PTTL', job)
     out[base + 5] = remain
     out[base + 6] = attempts

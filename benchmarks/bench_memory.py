@@ -7,7 +7,9 @@ delay 1 h, the default ttl and tries, unversioned ids: what `PUT /api/ns/q?delay
 reads used_memory again and prints the difference per job. Then breaks it down on a sample of
 the jobs: MEMORY USAGE (SAMPLES 0: exact) of each job's key and its OBJECT ENCODING, of the
 timer zset divided by the jobs it holds, of any other key the jobs made (tombstones, indexes,
-per-queue keys), and the fields of one job's hash.
+per-queue keys), and the fields of one job's hash. Last, the Redis CPU of the job steps
+(INFO commandstats, EVALSHA): per publish above, and per job for --cpu-jobs ready jobs of the
+same body reserved 100 at a time, then ACKed 100 at a time (what a change of layout costs reads).
 
     .venv/bin/python -m benchmarks.bench_memory [--jobs 1000000]
 """
@@ -30,7 +32,7 @@ from lmstfy_py.config import PoolConfig
 from lmstfy_py.store import keys, pools
 from lmstfy_py.types import NewJob
 
-NS, QUEUE = "memns", "memq"
+NS, QUEUE, READY_QUEUE = "memns", "memq", "memready"
 BODY_BYTES = 100
 DELAY_MS = 3_600_000
 BATCH = 1000  # jobs per publish_many (one pipelined round trip)
@@ -38,9 +40,12 @@ IN_FLIGHT = 4  # batches at once
 SAMPLE = 2000
 
 
+BODY = bytes(random.getrandbits(8) for _ in range(BODY_BYTES))
+
+
 async def publish(url: str, jobs: int) -> list[str]:
     engine = pools.engine("default", PoolConfig(name="default", url=url))
-    body = bytes(random.getrandbits(8) for _ in range(BODY_BYTES))
+    body = BODY
     job_ids: list[str] = []
     try:
         todo = iter(range(0, jobs, BATCH))
@@ -55,6 +60,36 @@ async def publish(url: str, jobs: int) -> list[str]:
     finally:
         await engine.close()
     return job_ids
+
+
+async def consume_all(url: str, conn: redis.Redis, jobs: int) -> tuple[float, float]:
+    """Redis CPU (µs of EVALSHA) per job to reserve `jobs` ready jobs 100 at a time, and to ACK them."""
+    engine = pools.engine("default", PoolConfig(name="default", url=url))
+    try:
+        for first in range(0, jobs, BATCH):
+            await engine.publish_many(NS, READY_QUEUE, [NewJob(BODY) for _ in range(min(BATCH, jobs - first))])
+        conn.config_resetstat()
+        taken: list[str] = []
+        while batch := await engine.consume(NS, [READY_QUEUE], ttr_ms=600_000, timeout_ms=0, count=100):
+            assert all(job.body == BODY for job in batch)
+            taken.extend(job.job_id for job in batch)
+        reserve_us = script_usec(conn)
+        conn.config_resetstat()
+        for first in range(0, len(taken), 100):
+            await engine.ack_many(NS, READY_QUEUE, taken[first : first + 100])
+        ack_us = script_usec(conn)
+    finally:
+        await engine.close()
+    return reserve_us / max(len(taken), 1), ack_us / max(len(taken), 1)
+
+
+def script_usec(conn: redis.Redis) -> float:
+    stats = conn.info("commandstats").get("cmdstat_evalsha", {})
+    return float(stats.get("usec", 0))
+
+
+def script_calls(conn: redis.Redis) -> int:
+    return int(conn.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
 
 
 def used_memory(conn: redis.Redis) -> int:
@@ -73,6 +108,7 @@ def encoding(conn: redis.Redis, key: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--cpu-jobs", type=int, default=50_000)
     opts = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
@@ -82,11 +118,16 @@ def main() -> None:
             conn = server.client()
             conn.flushall()
             before = used_memory(conn)
+            conn.config_resetstat()
             started = time.monotonic()
             job_ids = asyncio.run(publish(server.url, opts.jobs))
             took = time.monotonic() - started
+            publish_us = script_usec(conn) / max(script_calls(conn), 1)
             after = used_memory(conn)
             report(conn, job_ids, before, after, took)
+            reserve_us, ack_us = asyncio.run(consume_all(server.url, conn, opts.cpu_jobs))
+            print(print(f"\nRedis CPU (EVALSHA, µs): per publish {publish_us:.2f} (the due-index updates counted in)"))
+            print(f"  per job reserved {reserve_us:.2f}, ACKed {ack_us:.2f} ({opts.cpu_jobs} ready jobs, 100 per call)")
             conn.close()
         finally:
             server.stop()

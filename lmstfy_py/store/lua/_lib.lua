@@ -22,16 +22,15 @@ local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - pri
 -- more Redis CPU than it is worth. A piece shorter than DATA_CHUNK is the last; data stored whole
 -- in d (by a version before this layout, or too long) has no d2, and reads the same.
 local DATA_CHUNK = 64
-local DATA_CHUNKS_MAX = 8
-local DATA_REST = {'d3', 'd4', 'd5', 'd6', 'd7', 'd8'} -- the pieces after d2, up to DATA_CHUNKS_MAX
+local DATA_CHUNKS_MAX = 8 -- read_data reads d3..d8 by name
 
 -- The fields and values that store `data`, for HSET: {'d', piece, 'd2', piece, ...}.
 local function data_fields(data)
-    if #data > DATA_CHUNK * DATA_CHUNKS_MAX then
+    if #data <= DATA_CHUNK or #data > DATA_CHUNK * DATA_CHUNKS_MAX then
         return {'d', data}
     end
-    local out = {'d', string.sub(data, 1, DATA_CHUNK)}
-    for i = 2, math.ceil(#data / DATA_CHUNK) do
+    local out = {'d', string.sub(data, 1, DATA_CHUNK), 'd2', string.sub(data, DATA_CHUNK + 1, 2 * DATA_CHUNK)}
+    for i = 3, math.ceil(#data / DATA_CHUNK) do
         out[#out + 1] = 'd' .. i
         out[#out + 1] = string.sub(data, (i - 1) * DATA_CHUNK + 1, i * DATA_CHUNK)
     end
@@ -48,7 +47,7 @@ local function read_data(job_key, first, second)
         return first .. second
     end
     local pieces = {first, second}
-    for _, piece in ipairs(redis.call('HMGET', job_key, unpack(DATA_REST))) do
+    for _, piece in ipairs(redis.call('HMGET', job_key, 'd3', 'd4', 'd5', 'd6', 'd7', 'd8')) do
         if not piece then
             break
         end

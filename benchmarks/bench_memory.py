@@ -126,7 +126,7 @@ def main() -> None:
             after = used_memory(conn)
             report(conn, job_ids, before, after, took)
             reserve_us, ack_us = asyncio.run(consume_all(server.url, conn, opts.cpu_jobs))
-            print(print(f"\nRedis CPU (EVALSHA, µs): per publish {publish_us:.2f} (the due-index updates counted in)"))
+            print(f"\nRedis CPU (EVALSHA, µs): per publish {publish_us:.2f} (the due-index updates counted in)")
             print(f"  per job reserved {reserve_us:.2f}, ACKed {ack_us:.2f} ({opts.cpu_jobs} ready jobs, 100 per call)")
             conn.close()
         finally:

@@ -76,7 +76,7 @@ class Job:
     remain_tries: int
     attributes: dict[str, str] | None
     attempts: int = 0  # deliveries so far (this one included, for a consume)
-    created_ms: int | None = None  # None: a job stored before it was kept (its id tells)
+    created_ms: int | None = None  # None: unknown (not kept, and the id is not one of ours)
 
     @property
     def elapsed_ms(self) -> int:

@@ -104,8 +104,10 @@ class Engine(DeadLetterOps, NamespaceOps):
         call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
         data, backoff = encode_data(job.body, job.attributes), job.backoff.spec() if job.backoff else ""
+        # A job id the engine made tells when the job was created (ids.timestamp_ms): no field c is kept.
+        created = now if job.job_id else 0
         args = contract.PublishArgs(
-            data, job.ttl_ms, due, job.tries, ns, queue, job_id, now, job.priority, job.unique_for_ms, backoff, ()
+            data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms, backoff, ()
         )
         if replaces:
             args = args._replace(replaces=(replaces,))

@@ -6,9 +6,12 @@ wake lists of several queues of one namespace at once.
 
 | key              | type   | holds                                                        |
 |------------------|--------|--------------------------------------------------------------|
-| j/{ns}/q/id      | hash   | d: msgpack [body, attributes]; s: state (T delayed, R ready, |
-|                  |        | X reserved, D dead); t: the tries packed in its element; c:  |
-|                  |        | created ms; p priority; a attempts; e last error; k died ms; |
+| j/{ns}/q/id      | hash   | d: msgpack [body, attributes], past 64 bytes in pieces d, d2,|
+|                  |        | ... d8 (up to 512 bytes; a small job's hash stays a listpack:|
+|                  |        | lua/_lib.lua's data_fields); s: state (T delayed, R ready, X |
+|                  |        | reserved, D dead); t: the tries packed in its element; c:    |
+|                  |        | created ms (only for an id the engine did not make: ours     |
+|                  |        | tell it); p priority; a attempts; e last error; k died ms;   |
 |                  |        | b backoff "base:max"; u unique_for ms. PEXPIRE = ttl         |
 | r/{ns}/q         | list   | ready elements of priority 0, packed (tries, id); LPUSH in,  |
 |                  |        | RPOP out (lmstfy's layout)                                   |

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from lmstfy_py import ids
 from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.store.contracts.jobs import JobState, NextJob, Outcome, Reserved
 from lmstfy_py.store.engine_base import as_int, as_text, ttl_seconds
@@ -11,22 +14,31 @@ from lmstfy_py.types import Job, JobInfo, JobStateName
 _STATES: dict[bytes, JobStateName] = {b"T": "delayed", b"R": "ready", b"X": "reserved", b"D": "dead"}
 
 
+def created_ms(job_id: str, stored: Any) -> int | None:
+    """When a job was created: its field c, else (a job the engine gave its id keeps none) its id's time."""
+    if stored is not None:
+        return int(stored)
+    return ids.timestamp_ms(job_id) if ids.is_valid(job_id) else None
+
+
 def reserved_job(ns: str, r: Reserved) -> Job:
     body, attributes = decode_data(r.data)
     queue, job_id = r.queue.decode(), r.job_id.decode()
-    return Job(ns, queue, job_id, body, ttl_seconds(r.pttl), r.tries, attributes, r.attempts, as_int(r.created))
+    created = created_ms(job_id, r.created)
+    return Job(ns, queue, job_id, body, ttl_seconds(r.pttl), r.tries, attributes, r.attempts, created)
 
 
 def ready_job(ns: str, queue: str, j: NextJob) -> JobInfo:
     body, attributes = decode_data(j.data)
-    attempts, created = as_int(j.attempts) or 0, as_int(j.created)
-    job = Job(ns, queue, j.job_id.decode(), body, ttl_seconds(j.pttl), j.tries, attributes, attempts, created)
+    job_id = j.job_id.decode()
+    attempts, created = as_int(j.attempts) or 0, created_ms(job_id, j.created)
+    job = Job(ns, queue, job_id, body, ttl_seconds(j.pttl), j.tries, attributes, attempts, created)
     return JobInfo(job, "ready", None, as_int(j.priority) or 0, as_text(j.error))
 
 
 def job_info(ns: str, queue: str, job_id: str, f: JobState) -> JobInfo:
     body, attributes = decode_data(f.data)
-    attempts, created = as_int(f.attempts) or 0, as_int(f.created)
+    attempts, created = as_int(f.attempts) or 0, created_ms(job_id, f.created)
     job = Job(ns, queue, job_id, body, ttl_seconds(f.pttl), f.tries, attributes, attempts, created)
     state = _STATES.get(f.state, "delayed")
     return JobInfo(job, state, as_int(f.due), as_int(f.priority) or 0, as_text(f.error), as_int(f.died))

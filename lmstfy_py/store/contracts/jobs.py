@@ -37,7 +37,7 @@ class PublishArgs(NamedTuple):
     namespace: str
     queue: str
     job_id: str
-    now: int
+    created: int
     priority: int
     unique_for: int
     backoff: str

@@ -3,14 +3,61 @@
 -- 'Hc0Hc0HHc0', followed by 'X' when it is a reservation (nothing for a delayed job), so that a
 -- member whose job expired still says which count it was part of.
 --
--- Job hash fields: d data (msgpack [body, attributes]), s state (T delayed, R ready, X reserved,
--- D dead), t tries packed in its element, c created (unix ms), p priority (absent: 0), a
+-- Job hash fields: d data (msgpack [body, attributes]; past DATA_CHUNK bytes continued in d2,
+-- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
+-- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none).
 -- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
 -- counter), paused ("1" while paused).
 
 local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
+
+-- A job's data is stored in pieces of DATA_CHUNK bytes, fields d, d2, d3..., so that the hash of
+-- a job with a small body stays a listpack: Redis keeps a hash compact only while each of its
+-- values is at most hash-max-listpack-value bytes (64 by default) and it has at most
+-- hash-max-listpack-entries (128) entries. A 100-byte job's hash then takes ~210 bytes, not ~400
+-- as a hashtable (benchmarks/bench_memory.py). Data of more than DATA_CHUNKS_MAX pieces is stored
+-- whole in d: past that the listpack saves less (none past ~1 KB) and reading more pieces costs
+-- more Redis CPU than it is worth. A piece shorter than DATA_CHUNK is the last; data stored whole
+-- in d (by a version before this layout, or too long) has no d2, and reads the same.
+local DATA_CHUNK = 64
+local DATA_CHUNKS_MAX = 8 -- read_data reads d3..d8 by name
+
+-- The fields and values that store `data`, for HSET: {'d', piece, 'd2', piece, ...}.
+local function data_fields(data)
+    if #data <= DATA_CHUNK or #data > DATA_CHUNK * DATA_CHUNKS_MAX then
+        return {'d', data}
+    end
+    local out = {'d', string.sub(data, 1, DATA_CHUNK), 'd2', string.sub(data, DATA_CHUNK + 1, 2 * DATA_CHUNK)}
+    for i = 3, math.ceil(#data / DATA_CHUNK) do
+        out[#out + 1] = 'd' .. i
+        out[#out + 1] = string.sub(data, (i - 1) * DATA_CHUNK + 1, i * DATA_CHUNK)
+    end
+    return out
+end
+
+-- A job's data given its fields d and d2, read already with the job's other fields (false when
+-- absent; d false: the job is gone): one more HMGET only when d2 is a whole piece.
+local function read_data(job_key, first, second)
+    if not second then
+        return first
+    end
+    if #second ~= DATA_CHUNK then
+        return first .. second
+    end
+    local pieces = {first, second}
+    for _, piece in ipairs(redis.call('HMGET', job_key, 'd3', 'd4', 'd5', 'd6', 'd7', 'd8')) do
+        if not piece then
+            break
+        end
+        pieces[#pieces + 1] = piece
+        if #piece ~= DATA_CHUNK then
+            break
+        end
+    end
+    return table.concat(pieces)
+end
 
 local function pack_element(tries, id)
     return struct.pack('<HHc0', tries, #id, id)
@@ -125,14 +172,19 @@ end
 
 -- Stores a new job and makes it ready now, or puts it on the timer (publish.lua, cron_fire.lua).
 -- j = {key, tombstone, registry, timer}, q = the queue's {ready, prio, wake, meta};
--- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, now, priority, unique_for (ms),
--- backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
+-- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, created (ms; 0: the job id tells,
+-- no field c is kept), priority, unique_for (ms), backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
 -- its id is still taken (unique_for): nothing is stored.
 local function create_job(j, q, ns, qname, id, new)
     if redis.call('EXISTS', j.key) == 1 or redis.call('EXISTS', j.tombstone) == 1 then
         return 0
     end
-    redis.call('HSET', j.key, 'd', new.data, 'c', new.now)
+    local fields = data_fields(new.data)
+    if tonumber(new.created) > 0 then
+        fields[#fields + 1] = 'c'
+        fields[#fields + 1] = new.created
+    end
+    redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)
     end
@@ -164,7 +216,7 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2')
     if not fields[1] then
         return false
     end
@@ -176,7 +228,7 @@ local function reserve_element(r, qname, q, element)
     local out, base = r.out, #r.out
     out[base + 1] = qname
     out[base + 2] = id
-    out[base + 3] = fields[1]
+    out[base + 3] = read_data(job, fields[1], fields[3])
     out[base + 4] = redis.call('PTTL', job)
     out[base + 5] = remain
     out[base + 6] = attempts

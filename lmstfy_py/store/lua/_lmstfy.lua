@@ -110,7 +110,7 @@ local function adopt(ns, qname, id, k)
     end
     local job = k.prefix .. qname .. '/' .. id
     local pttl = redis.call('PTTL', legacy)
-    redis.call('HSET', job, 'd', lmstfy_job_data(id, raw))
+    redis.call('HSET', job, unpack(data_fields(lmstfy_job_data(id, raw))))
     if pttl > 0 then
         redis.call('PEXPIRE', job, pttl)
     end

@@ -20,10 +20,11 @@ end
 local elements = redis.call('LRANGE', dead, math.max(0, start - limit + 1), start)
 for i = #elements, 1, -1 do
     local _, id = struct.unpack('<HHc0', elements[i])
-    local f = redis.call('HMGET', ARGV[1] .. id, 'd', 'a', 'e', 'k')
+    local job = ARGV[1] .. id
+    local f = redis.call('HMGET', job, 'd', 'a', 'e', 'k', 'd2')
     local base = #out
     out[base + 1] = id
-    out[base + 2] = f[1] or false
+    out[base + 2] = read_data(job, f[1], f[5]) or false
     out[base + 3] = f[2] or false
     out[base + 4] = f[3] or false
     out[base + 5] = f[4] or false

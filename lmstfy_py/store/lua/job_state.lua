@@ -4,7 +4,7 @@
 -- Returns {msgpack data, pttl ms, tries, state, priority, attempts, last error, died ms,
 -- created ms, due ms (delayed or reserved)}, false where a field is absent; nil when there is
 -- no such job.
-local f = redis.call('HMGET', KEYS[1], 'd', 't', 's', 'p', 'a', 'e', 'k', 'c')
+local f = redis.call('HMGET', KEYS[1], 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2')
 if not f[1] then
     return nil
 end
@@ -13,5 +13,5 @@ if f[3] == 'T' or f[3] == 'X' then
     local member = pack_member(ARGV[1], ARGV[2], tonumber(f[2]), ARGV[3], f[3] == 'X')
     due = redis.call('ZSCORE', KEYS[2], member) or false
 end
-return {f[1], redis.call('PTTL', KEYS[1]), tonumber(f[2]), f[3] or false, f[4] or false, f[5] or false,
-    f[6] or false, f[7] or false, f[8] or false, due}
+return {read_data(KEYS[1], f[1], f[9]), redis.call('PTTL', KEYS[1]), tonumber(f[2]), f[3] or false,
+    f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due}

@@ -7,7 +7,8 @@ local n = tonumber(ARGV[2])
 local function live(element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = ARGV[1] .. id
-    local data = redis.call('HGET', job, 'd')
+    local f = redis.call('HMGET', job, 'd', 'd2')
+    local data = read_data(job, f[1], f[2])
     if data then
         return {id, data, redis.call('PTTL', job), tries}
     end

@@ -3,7 +3,8 @@
 -- KEYS[5..8] the queue's ready list, priority set, wake list, meta hash  KEYS[9] dead list
 -- KEYS[10..] republish only: the hash of the job it replaces
 -- ARGV[1] job data: msgpack [body, attributes]  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
--- ARGV[4] tries  ARGV[5] namespace  ARGV[6] queue  ARGV[7] job id  ARGV[8] now ms
+-- ARGV[4] tries  ARGV[5] namespace  ARGV[6] queue  ARGV[7] job id
+-- ARGV[8] created ms to keep in the job, 0 when its id tells (one the engine made: field c left out)
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)
 -- ARGV[12..] id of the job it replaces (republish only)
 -- Returns 1, or 0 when a job with this id is alive in the queue or its id is still taken
@@ -16,6 +17,6 @@ end
 local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2]}
 local new = {
     data = ARGV[1], ttl = tonumber(ARGV[2]), due = tonumber(ARGV[3]), tries = tonumber(ARGV[4]),
-    now = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
+    created = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
 }
 return create_job(j, q, ns, qname, id, new)

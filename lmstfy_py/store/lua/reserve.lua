@@ -8,7 +8,7 @@
 -- ARGV[6..n+5] queue names, in the order of their keys
 -- Job keys are built from ARGV[4]: they share KEYS[1]'s hash tag, so the same slot.
 -- Returns a flat array, seven per job: queue, id, msgpack data, pttl ms, remaining tries,
--- attempts (this delivery included), created ms (false for a job stored before it was kept).
+-- attempts (this delivery included), created ms (false when the job keeps none: its id tells).
 local r = {timer = KEYS[1], deadline = ARGV[1], ns = ARGV[3], prefix = ARGV[4], out = {}}
 r.used = ARGV[5] == '1' and 0 or 1
 local want = tonumber(ARGV[2])

@@ -23,7 +23,7 @@ local ns, qname, id = ARGV[9], ARGV[10], ARGV[11]
 local j = {key = KEYS[4], timer = KEYS[5], registry = KEYS[6], tombstone = KEYS[7]}
 local q = {timer = KEYS[5], ready = KEYS[8], prio = KEYS[9], wake = KEYS[10], meta = KEYS[11]}
 local new = {
-    data = ARGV[6], ttl = tonumber(ARGV[7]), due = 0, tries = tonumber(ARGV[8]), now = ARGV[12],
+    data = ARGV[6], ttl = tonumber(ARGV[7]), due = 0, tries = tonumber(ARGV[8]), created = ARGV[12],
     priority = tonumber(ARGV[13]), unique_for = 0, backoff = '',
 }
 create_job(j, q, ns, qname, id, new)

@@ -39,6 +39,7 @@ RUN_BY = {
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
     "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
+    "benchmarks/bench_memory.py": "tests/e2e/test_programs.py::test_bench_memory",
     "benchmarks/bench_request_paths.py": "tests/e2e/test_programs.py::test_bench_request_paths",
     "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
     "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
@@ -113,6 +114,14 @@ def test_publish_path(redis_url: str) -> None:
     assert {"store/engine.py", "store/scripts.py"} <= set(files), out
     stack = r"^\d+ on the stack when it is: web/.* -> store/engine\.py -> store/scripts\.py -> store/pipelined\.py$"
     assert re.search(stack, out, re.MULTILINE), out
+
+
+def test_bench_memory() -> None:
+    out = ok(run("benchmarks/bench_memory.py", "--jobs", "2000", "--cpu-jobs", "2000"))
+    per_job = re.search(r"^bytes per job \(used_memory\): ([\d.]+)$", out, re.MULTILINE)
+    assert per_job and 100 < float(per_job.group(1)) < 2000, out
+    assert "encoding {'listpack': " in out, out  # a small job's hash stays compact
+    assert re.search(r"per job reserved [\d.]+, ACKed [\d.]+", out), out
 
 
 def test_bench_request_paths() -> None:

@@ -6,36 +6,41 @@ consume (`GET /api/{ns}/{queue}[,...]`), ACK (`DELETE .../job/{job_id}`) and bat
 (`DELETE .../jobs`) are matched by splitting the path; every other request, and any that is not
 exactly one of those shapes, goes to the app unchanged.
 
-A hot request still runs data.py's own route function, with the scope the app would have given
-it (its app, route, endpoint, path parameters, state), so the checks, parameters, store call,
-answers and errors are the app's code, not a copy. What it skips is what the app's stack does
-around that function, done here in one frame: RequestMiddleware's request id, error rendering,
-metrics and access log (the same functions: `request_id`, errors.py's `render`,
-`instrument.record`, `accesslog.write`), MethodRouter's regex matching, the endpoint wrapper, the
-response's own ASGI call and the `send` wrappers. The body deadline is
-RequestBodyMiddleware's, as in the app. Measured in docs/PERFORMANCE.md (issue 27).
+A hot request gets the scope the app's routing would have given it (its app, route, endpoint,
+path parameters, state) and runs the route's work in web/hot_routes.py, which data.py's handlers
+run too: the checks, parameters, store call and errors are one code, and the answers' bytes are
+web/answers.py's. What it skips is Starlette's per-request objects (Request, QueryParams,
+Response) and what the app's stack does around a handler, done here in one frame:
+RequestMiddleware's request id, error rendering, metrics and access log (the same functions:
+`request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
+regex matching, the endpoint wrapper, the response's own ASGI call and the `send` wrappers. The
+body deadline is RequestBodyMiddleware's, as in the app. Measured in docs/PERFORMANCE.md
+(issue 27).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from lmstfy_py import logs
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import accesslog, data, instrument
+from lmstfy_py.web import accesslog, answers, data, hot_routes, instrument, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
+from lmstfy_py.web.hot_routes import Call, Query
 from lmstfy_py.web.middleware import request_id
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 _PREFIX = "/api/"
 _REQUEST_ID = b"x-request-id"  # ASGI servers hand header names lower-cased
+_JSON = answers.JSON.encode("latin-1")
 
 # (method, segments after /api/, the literal third segment or "") -> the endpoint that takes it.
 # data.ROUTES lists these four first, so for these shapes its router picks the same ones.
@@ -53,7 +58,14 @@ class HotRoutes:
     def __init__(self, app: Starlette) -> None:
         self.app = app
         runtime = cast(Runtime, app.state.runtime)
+        self.runtime = runtime
         self._routes = {shape: _route_of(app, endpoint) for shape, endpoint in _SHAPES.items()}
+        self._work: dict[object, Work] = {
+            data.publish: _publish,
+            data.consume: _consume,
+            data.ack: _ack,
+            data.ack_many: _ack_many,
+        }
         self._hot = RequestBodyMiddleware(self._answer, timeout=runtime.config.server.body_timeout)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -93,14 +105,15 @@ class HotRoutes:
         status = 0  # 0 until the response starts
         try:
             try:
-                response: Response = await scope["endpoint"](Request(scope, receive, send))
+                answer = await self._work[scope["endpoint"]](self._call(scope, receive))
             except Exception as exc:
-                response = render(as_lmstfy_error(exc))
-            status = response.status_code
+                error = render(as_lmstfy_error(exc))
+                answer = error.status_code, list(error.raw_headers), bytes(error.body)
             # Where MutableHeaders puts it in the app: last, as the app sends no X-Request-ID of its own.
-            headers = [*response.raw_headers, (_REQUEST_ID, rid.encode("latin-1"))]
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": response.body})
+            answer[1].append((_REQUEST_ID, rid.encode("latin-1")))
+            status = answer[0]
+            await send({"type": "http.response.start", "status": status, "headers": answer[1]})
+            await send({"type": "http.response.body", "body": answer[2]})
         finally:
             seconds = time.perf_counter() - started
             status = status or 500  # what the server answers when nothing was sent
@@ -108,6 +121,47 @@ class HotRoutes:
             if log_it:
                 accesslog.write(scope, status, seconds)
             logs.current_request.reset(logged_request)
+
+    def _call(self, scope: Scope, receive: Receive) -> Call:
+        path = scope["path_params"]
+        query, headers = Query(scope["query_string"]), Headers(raw=scope["headers"])
+        state, job_id = scope["state"], path.get("job_id", "")
+        return Call(self.runtime, state, path["ns"], path["queue"], query, headers, _body(scope, receive), job_id)
+
+
+def _body(scope: Scope, receive: Receive) -> Callable[[], Awaitable[bytes]]:
+    async def read() -> bytes:
+        return await params.read_body(Request(scope, receive))  # Starlette's reading, as in the app
+
+    return read
+
+
+# A hot route's answer: status, headers, body.
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+Work = Callable[[Call], Awaitable[Answer]]
+
+
+def _json(status: int, body: bytes) -> Answer:
+    # The headers a Starlette Response with media_type JSON makes, in its order.
+    return status, [(b"content-length", str(len(body)).encode("latin-1")), (b"content-type", _JSON)], body
+
+
+async def _publish(call: Call) -> Answer:
+    return _json(*answers.published_body(await hot_routes.publish(call)))
+
+
+async def _consume(call: Call) -> Answer:
+    return _json(200, answers.consumed_body(*await hot_routes.consume(call)))
+
+
+async def _ack(call: Call) -> Answer:
+    await hot_routes.ack(call)
+    return 204, [], b""
+
+
+async def _ack_many(call: Call) -> Answer:
+    await hot_routes.ack_many(call)
+    return 204, [], b""
 
 
 def _route_of(app: Starlette, endpoint: Any) -> Route:

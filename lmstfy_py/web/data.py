@@ -3,7 +3,9 @@
 Every route checks, in lmstfy's order: the names, the pool (from the token's "pool:"
 prefix), then the token itself (except the two size routes, which are public); see
 web/target.py. Then it parses its parameters, makes one store call and shapes the answer
-(web/answers.py); errors are raised and rendered by errors.py.
+(web/answers.py); errors are raised and rendered by errors.py. The four hot routes (publish,
+consume, ACK, batch ACK) do their work in web/hot_routes.py, which web/hot.py's dispatcher runs
+too when `lmstfy-py serve` serves this app.
 
 A route pattern matches one number of path segments, so a queue literally named "peek" or
 "size" is still published to and consumed from at /api/{ns}/peek, while /api/{ns}/{q}/peek

@@ -40,7 +40,23 @@ class Query(QueryParams):
             self._lists.setdefault(key, []).append(value)
 
     def getlist(self, key: Any) -> list[str]:
-        return list(self._lists.get(key, ()))  # a copy, as QueryParams gives
+        # Not a copy, unlike QueryParams': web/params.py only reads what it is given.
+        return self._lists.get(key) or []
+
+
+class FirstHeaders(Headers):
+    """Starlette's Headers of an ASGI scope's raw list, with `get` a dict lookup: a hot route asks
+    for three headers, and Headers lower-cases, encodes and scans the list for each."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self._list = raw
+        self._first: dict[bytes, bytes] = {}
+        for name, value in raw:  # ASGI servers hand the names lower-cased
+            self._first.setdefault(name, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._first.get(key.lower().encode("latin-1"))
+        return default if value is None else value.decode("latin-1")  # the first of repeats, as Headers
 
 
 @dataclass(slots=True)

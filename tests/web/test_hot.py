@@ -176,6 +176,23 @@ async def _throttled(client: httpx.AsyncClient, runtime: Runtime, _: str) -> htt
     return await client.put(f"/api/{NS}/q", content=b"x", headers=_auth(token))
 
 
+def _chunked(*chunks: bytes) -> Case:
+    """A publish whose body comes in chunks, without a Content-Length (read as it arrives)."""
+
+    async def case(client: httpx.AsyncClient, _: Runtime, token: str) -> httpx.Response:
+        async def body() -> AsyncIterator[bytes]:
+            for chunk in chunks:
+                yield chunk
+
+        return await client.put(f"/api/{NS}/q", content=body(), headers=_auth(token))
+
+    return case
+
+
+PUBLISHES["chunked"] = _chunked(b"one ", b"two")
+PUBLISHES["chunked, oversize"] = _chunked(*[b"y" * (1 << 18)] * 5)
+
+
 @pytest.mark.parametrize("name", PUBLISHES)
 async def test_publish(pair: Pair, name: str) -> None:
     await _same(pair, PUBLISHES[name])

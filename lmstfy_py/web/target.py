@@ -96,7 +96,7 @@ class Throttle:
     Entered after every check, so a request that fails them never counts against a limit; one
     whose engine call fails (an error, or no job to consume) gives its unit back, as lmstfy's.
     Over the limit: 429. A token without a limit costs no Redis call here. A class rather than an
-    asynccontextmanager: its generator cost every publish and consume ~5 µs.
+    asynccontextmanager: its generator cost every publish and consume a few µs.
     """
 
     __slots__ = ("action", "limits", "permit", "target")

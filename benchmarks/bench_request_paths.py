@@ -1,32 +1,36 @@
 #!/usr/bin/env python3
 """Issue 27, item 1: the candidate request paths for the hot routes, measured side by side in one run.
 
-Three servers, each one process on uvloop around its own Runtime, all on one real Redis:
+Four servers, each one process on uvloop around its own Runtime, all on one real Redis:
 
-(a) `app`: today's data app (`create_data_app`) served by uvicorn exactly as `lmstfy-py serve
-    --http-server uvicorn` serves it (`server.serve_app`: lmstfy_py/uvicorn_serve.py's protocol);
-(b) `lean`: the same uvicorn, serving `LeanApp`: a plain ASGI callable that matches publish,
-    consume and ACK by hand and answers them without Starlette's Router, Request, middleware
-    stack or JSONResponse; every other request goes to the app of (a). It calls the same token
-    store, limits, Engine and parameter parsers (web/params.py) as the app, keeps the body
-    deadline (RequestBodyMiddleware), the X-Request-ID, the metrics and the log context, and
-    answers the same bytes;
-(c) `raw`: the lean handler under a bare asyncio.Protocol with httptools' parser, no uvicorn,
+`starlette`: the data app alone (`create_data_app`), served by uvicorn exactly as `lmstfy-py
+    serve --http-server uvicorn` served it before issue 27 (`server.serve_app`:
+    lmstfy_py/uvicorn_serve.py's protocol); every ratio is to this one;
+`app`: the product, the same data app behind its lean dispatcher (web/hot.py's HotRoutes), as
+    `lmstfy-py serve` serves it now;
+`lean`: the prototype that web/hot.py was built from: the same uvicorn, serving `LeanApp`, a plain
+    ASGI callable that matches publish, consume and ACK by hand and answers them without
+    Starlette's Router, Request, middleware stack or JSONResponse; every other request goes to the
+    data app. It calls the same token store, limits, Engine and parameter parsers (web/params.py)
+    as the app, keeps the body deadline (RequestBodyMiddleware), the X-Request-ID, the metrics and
+    the log context, and answers the same bytes;
+`raw`: the lean handler under a bare asyncio.Protocol with httptools' parser, no uvicorn,
     whose coroutine is stepped by the protocol itself (`Inline`) instead of a task per request
-    (other routes: the app of (a) through a minimal ASGI bridge, with a task).
+    (other routes: the data app through a minimal ASGI bridge, with a task).
 
-The rounds alternate (a b c, c b a, ...): in each, every server gets bench.py's `publish` and
+The rounds alternate (a b c d, d c b a, ...): in each, every server gets bench.py's `publish` and
 `consume_ack` load (32 keep-alive clients, benchmarks/loadclient.py) for --duration seconds, and
-req/s, server CPU per request (its process, /proc), p50/p99 and the ratio to (a) within the
-round are printed; then the medians. Before measuring, each server's answers to a publish, a
-consume, an ACK, an empty consume, a missing and a wrong token are compared with (a)'s. Last, the
-in-process CPU per request of (a) and (b) with no HTTP server (benchmarks/bench_app.py's method).
+req/s, server CPU per request (its process, /proc), p50/p99 and the ratio to `starlette` within
+the round are printed; then the medians. Before measuring, each server's answers to a publish, a
+consume, an ACK, an empty consume, a missing and a wrong token are compared with `starlette`'s.
+Last, the in-process CPU per request of the ASGI paths with no HTTP server (benchmarks/bench_app.py's
+method). `--paths` picks some of them.
 
-    .venv/bin/python -m benchmarks.bench_request_paths [--rounds 3] [--duration 6]
+    .venv/bin/python -m benchmarks.bench_request_paths [--rounds 3] [--duration 6] [--paths starlette,app]
 
-A prototype for measuring, not a product path: the lean routes skip the access log's switch
-(when it is on, they hand the request to the app) and (c) has no head or body deadline, no
-stop protocol and no flow control.
+`lean` and `raw` are prototypes for measuring, not product paths: the lean routes skip the
+access log's switch (when it is on, they hand the request to the app) and `raw` has no head or
+body deadline, no stop protocol and no flow control.
 """
 
 from __future__ import annotations
@@ -70,10 +74,12 @@ from lmstfy_py.types import NewJob
 from lmstfy_py.web import create_data_app, params
 from lmstfy_py.web.answers import job_json
 from lmstfy_py.web.errors import as_lmstfy_error, render
+from lmstfy_py.web.hot import HotRoutes
 from lmstfy_py.web.middleware import request_id
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
-PATHS = ("app", "lean", "raw")
+PATHS = ("starlette", "app", "lean", "raw")
+BASE = "starlette"  # what every ratio is to: the data app alone, as served before web/hot.py
 NS = "paths"
 PAYLOAD = bench.PAYLOAD
 TOKEN_DESCRIPTION = "bench_request_paths"
@@ -525,8 +531,10 @@ async def _serve(kind: str, port: int, redis_url: str) -> None:
         app = create_data_app(runtime)
         sock = listeners.listen("127.0.0.1", port, f"bench_request_paths {kind}")
         server._tune_gc()  # as a lmstfy-py worker, once start-up objects exist
-        if kind == "app":
+        if kind == "starlette":
             await server.serve_app(app, config.server, sock, stop)
+        elif kind == "app":  # the product: the data app behind its lean dispatcher, as server.py serves it
+            await server.serve_app(HotRoutes(app), config.server, sock, stop)
         elif kind == "lean":
             await server.serve_app(cast(Any, LeanApp(runtime, app)), config.server, sock, stop)
         else:
@@ -565,10 +573,10 @@ class Running:
 
 
 @contextlib.contextmanager
-def servers(redis_url: str) -> Any:
+def servers(redis_url: str, kinds: list[str]) -> Any:
     started: list[Running] = []
     try:
-        for kind in PATHS:
+        for kind in kinds:
             port = bench.free_port()
             argv = [sys.executable, "-m", "benchmarks.bench_request_paths", "--serve", kind, "--port", str(port)]
             argv += ["--redis-url", redis_url]
@@ -667,13 +675,13 @@ async def same_answers(port_of: dict[str, int], token: str) -> dict[str, list[st
     differences: dict[str, list[str]] = {}
     for kind in port_of:
         differences[kind] = [
-            f"{name}: {seen[kind][name][0]} {seen[kind][name][1:]!r} != {seen['app'][name]!r}"
+            f"{name}: {seen[kind][name][0]} {seen[kind][name][1:]!r} != {seen[BASE][name]!r}"
             for name, _, _ in cases
-            if _same_queue(seen[kind][name]) != _same_queue(seen["app"][name])
+            if _same_queue(seen[kind][name]) != _same_queue(seen[BASE][name])
         ]
-    print("answers of (a), for the record:")
+    print(f"answers of {BASE}, for the record:")
     for name, _, _ in cases:
-        print(f"  {name:<20} {seen['app'][name]!r}")
+        print(f"  {name:<20} {seen[BASE][name]!r}")
     return differences
 
 
@@ -750,21 +758,21 @@ async def one_round(
 
 
 COLUMNS = "| scenario | path | req/s | jobs/s | server CPU µs/req | Redis CPU µs/req | p50 ms | p99 ms |"
-RATIOS = " req/s ÷ app | CPU/req ÷ app |"
+RATIOS = f" req/s ÷ {BASE} | CPU/req ÷ {BASE} |"
 
 
 def _ratios(runs: list[Figures], base: list[Figures], pick: Callable[[Figures], float]) -> list[float]:
     return [pick(run) / pick(first) for run, first in zip(runs, base, strict=True)]
 
 
-def summary(rounds: Rounds, count: int) -> None:
+def summary(rounds: Rounds, count: int, kinds: list[str]) -> None:
     """The medians of each path's rounds, and of its per-round ratios to the app's."""
-    print(f"\nmedians of {count} rounds (ratio to app: the median of the per-round ratios)")
+    print(f"\nmedians of {count} rounds (ratio to {BASE}: the median of the per-round ratios)")
     print(COLUMNS + RATIOS)
     print("|" + "---|" * 10)
     for scenario in ("publish", "consume_ack"):
-        base = rounds.by[(scenario, "app")]
-        for kind in PATHS:
+        base = rounds.by[(scenario, BASE)]
+        for kind in kinds:
             runs = rounds.by[(scenario, kind)]
             picks = [lambda f: f.req_per_s, lambda f: f.jobs_per_s, lambda f: f.cpu_us, lambda f: f.redis_cpu_us]
             shown = [f"{statistics.median(map(pick, runs)):,.0f}" for pick in picks]
@@ -775,22 +783,26 @@ def summary(rounds: Rounds, count: int) -> None:
             rate = statistics.median(_ratios(runs, base, lambda f: f.req_per_s))
             cpu = statistics.median(_ratios(runs, base, lambda f: f.cpu_us))
             print(f"| {scenario} | {kind} | " + " | ".join(shown) + f" | {rate:.2f} | {cpu:.2f} |")
-        for kind in PATHS[1:]:
+        for kind in kinds[1:]:
             runs = rounds.by[(scenario, kind)]
             rates = " / ".join(f"{x:.2f}" for x in _ratios(runs, base, lambda f: f.req_per_s))
             cpus = " / ".join(f"{x:.2f}" for x in _ratios(runs, base, lambda f: f.cpu_us))
-            print(f"  {scenario} {kind} ÷ app per round: req/s {rates}; CPU/req {cpus}")
+            print(f"  {scenario} {kind} ÷ {BASE} per round: req/s {rates}; CPU/req {cpus}")
 
 
-async def in_process(args: argparse.Namespace, runtime: Runtime, token: str) -> None:
-    """benchmarks/bench_app.py's method for (a) and (b): the ASGI callables driven directly."""
-    app = create_data_app(runtime)
-    apps = {"app": app, "lean": LeanApp(runtime, app)}
+async def in_process(args: argparse.Namespace, runtime: Runtime, token: str, kinds: list[str]) -> None:
+    """benchmarks/bench_app.py's method for the ASGI paths: the callables driven directly, no HTTP server."""
+    makers = {
+        "starlette": lambda: create_data_app(runtime),
+        "app": lambda: HotRoutes(create_data_app(runtime)),
+        "lean": lambda: LeanApp(runtime, create_data_app(runtime)),
+    }
+    apps = {kind: makers[kind]() for kind in kinds if kind in makers}
     query = f"token={token}".encode()
     cost: dict[tuple[str, str], list[float]] = {}
-    order = ["app", "lean", "lean", "app", "app", "lean"][: 2 * args.in_process_rounds]
-    while len(order) < 2 * args.in_process_rounds:
-        order += order[-2:][::-1]
+    order: list[str] = []
+    for number in range(args.in_process_rounds):  # alternating, as the rounds over HTTP
+        order += list(apps) if number % 2 == 0 else list(apps)[::-1]
     for kind in order:
         queue = f"inproc-{kind}"
         publish = bench_app.caller(apps[kind], "PUT", f"/api/{NS}/{queue}", query, PAYLOAD, 201)
@@ -802,11 +814,15 @@ async def in_process(args: argparse.Namespace, runtime: Runtime, token: str) -> 
         f"\nin process, no HTTP server, {args.clients} callers, {args.requests} requests a run, runs {' '.join(order)}:"
     )
     for name in ("publish", "consume + ACK (per request)"):
-        a, b = cost[(name, "app")], cost[(name, "lean")]
-        runs_a, runs_b = " / ".join(f"{x:.0f}" for x in a), " / ".join(f"{x:.0f}" for x in b)
-        med_a, med_b = statistics.median(a), statistics.median(b)
-        print(f"  {name:<28} app {med_a:6.1f} µs  lean {med_b:6.1f} µs  lean ÷ app {med_b / med_a:.2f}")
-        print(f"  {'':<28} (runs: app {runs_a}; lean {runs_b})")
+        base = cost[(name, BASE)]
+        for kind in apps:
+            runs = cost[(name, kind)]
+            ratios = " / ".join(f"{x / y:.2f}" for x, y in zip(runs, base, strict=True))
+            median = statistics.median(runs)
+            print(
+                f"  {name:<28} {kind:<9} {median:6.1f} µs  ÷ {BASE} {median / statistics.median(base):.2f}"
+                f"  (runs: {' / '.join(f'{x:.0f}' for x in runs)}; per-run ratios {ratios})"
+            )
 
 
 def _consume_and_ack(app: Any, queue: str, query: bytes) -> bench_app.Call:
@@ -835,12 +851,12 @@ async def measure_all(args: argparse.Namespace, redis: RedisProcess) -> None:
     try:
         token = await runtime.tokens.create("default", NS, TOKEN_DESCRIPTION)
         store = runtime.pools.get("default")
-        with servers(redis.url) as started:
+        with servers(redis.url, args.paths) as started:
             for one in started:
                 await wait_answering(one, token)
             differences = await same_answers({one.kind: one.port for one in started}, token)
             for kind, found in differences.items():
-                print(f"answers of {kind} vs app: " + ("identical" if not found else f"{len(found)} differ"))
+                print(f"answers of {kind} vs {BASE}: " + ("identical" if not found else f"{len(found)} differ"))
                 for line in found:
                     print(f"    {line}")
             rounds = Rounds()
@@ -848,9 +864,9 @@ async def measure_all(args: argparse.Namespace, redis: RedisProcess) -> None:
                 order = started if number % 2 == 0 else started[::-1]
                 print(f"round {number + 1}: {' '.join(one.kind for one in order)}", flush=True)
                 await one_round(args, order, token, store, cast(int, redis.pid), rounds)
-            summary(rounds, args.rounds)
+            summary(rounds, args.rounds, args.paths)
         if args.in_process_rounds:
-            await in_process(args, runtime, token)
+            await in_process(args, runtime, token, args.paths)
         await store.purge_namespace(NS)
         await runtime.tokens.delete_namespace("default", NS)
     finally:
@@ -864,16 +880,21 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--requests", type=int, default=16_000, help="in-process: requests per run")
     parser.add_argument("--in-process-rounds", type=int, default=3, help="in-process runs of each app (0: none)")
+    parser.add_argument(
+        "--paths", type=lambda text: text.split(","), default=list(PATHS), help=f"of {','.join(PATHS)}; {BASE} first"
+    )
     parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)  # a server process of this bench
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--redis-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.paths[0] != BASE or not set(args.paths) <= set(PATHS):
+        parser.error(f"--paths: some of {','.join(PATHS)}, {BASE} first")
     if args.serve:
         serve_main(args.serve, args.port, args.redis_url)
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
     print(
-        f"{len(PATHS)} paths, {args.clients} clients, {args.duration:g} s per scenario, {args.rounds} rounds; "
+        f"{len(args.paths)} paths, {args.clients} clients, {args.duration:g} s per scenario, {args.rounds} rounds; "
         f"{bench.machine()}",
         flush=True,
     )

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Which of lmstfy_py's files a publish passes (docs/ARCHITECTURE.md, "The life of a publish").
 
-One PUT /api/{ns}/{queue} through the data app, in process, traced with sys.setprofile: every
+One PUT /api/{ns}/{queue} through the data port's app as `lmstfy-py serve` serves it (the data
+app behind web/hot.py's dispatcher; `--plain`: the data app alone), in process, traced with
+sys.setprofile: every
 lmstfy_py file with a frame in the request's own task (background loops left out), those entered
 before the EVALSHA is written, and the files on the call stack when it is.
 
-    .venv/bin/python -m benchmarks.publish_path --redis-url redis://127.0.0.1:6379
+    .venv/bin/python -m benchmarks.publish_path --redis-url redis://127.0.0.1:6379 [--plain]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import lmstfy_py
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_data_app
+from lmstfy_py.web.hot import HotRoutes
 
 ROOT = Path(lmstfy_py.__file__).parent
 SEND = ("pipelined.py", "send")  # where the EVALSHA is handed to the connection
@@ -42,7 +45,7 @@ def _stack(frame: FrameType | None) -> list[str]:
     return files[::-1]
 
 
-async def trace(redis_url: str) -> tuple[list[str], list[str], list[str]]:
+async def trace(redis_url: str, plain: bool) -> tuple[list[str], list[str], list[str]]:
     """(every file with a frame, those before the send, those on the stack at the send)."""
     runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}))
     every: list[str] = []
@@ -50,7 +53,8 @@ async def trace(redis_url: str) -> tuple[list[str], list[str], list[str]]:
     at_send: list[str] = []
     try:
         token = await runtime.tokens.create("default", "trace", "benchmarks.publish_path")
-        transport = httpx.ASGITransport(app=create_data_app(runtime))
+        app = create_data_app(runtime)
+        transport = httpx.ASGITransport(app=app if plain else HotRoutes(app))
         async with httpx.AsyncClient(transport=transport, base_url="http://trace") as client:
             await client.put(f"/api/trace/q?token={token}", content=b"warm")  # caches filled, connection made
             task = asyncio.current_task()
@@ -79,7 +83,9 @@ async def trace(redis_url: str) -> tuple[list[str], list[str], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--redis-url", required=True)
-    every, before, at_send = asyncio.run(trace(parser.parse_args().redis_url))
+    parser.add_argument("--plain", action="store_true", help="the data app alone, without web/hot.py")
+    args = parser.parse_args()
+    every, before, at_send = asyncio.run(trace(args.redis_url, args.plain))
     print(f"{len(every)} files with a frame in the request's task: {', '.join(sorted(every))}")
     print(f"{len(before)} before the EVALSHA is written: {', '.join(before)}")
     print(f"{len(at_send)} on the stack when it is: {' -> '.join(at_send)}")

@@ -36,7 +36,6 @@ from typing import cast
 
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
-from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from lmstfy_py import __version__, hypercorn_serve, logs, metrics
@@ -45,6 +44,7 @@ from lmstfy_py.listeners import BACKLOG, Listeners, url_of
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.web import create_admin_app, create_data_app
+from lmstfy_py.web.hot import HotRoutes
 
 GRACEFUL_TIMEOUT = 5.0
 # Beyond the graceful timeout: hypercorn's own closing steps, then our cancel fallback.
@@ -122,7 +122,8 @@ async def serve(config: Config, listeners: Listeners, shutdown: asyncio.Event, w
     async with Runtime.running(config) as runtime:
         _tune_gc()
         servers = [
-            _start_server("data-server", create_data_app(runtime), listeners.data, config, shutdown),
+            # The hot data routes skip the app's stack and router (web/hot.py); the rest is the app's.
+            _start_server("data-server", HotRoutes(create_data_app(runtime)), listeners.data, config, shutdown),
             _start_server("admin-server", create_admin_app(runtime), listeners.admin, config, shutdown),
         ]
         stopping = asyncio.create_task(_answer_long_polls_on(shutdown, runtime))
@@ -147,7 +148,7 @@ async def _answer_long_polls_on(shutdown: asyncio.Event, runtime: Runtime) -> No
 
 
 def _start_server(
-    name: str, app: Starlette, sock: socket.socket, config: Config, shutdown: asyncio.Event
+    name: str, app: ASGIApp, sock: socket.socket, config: Config, shutdown: asyncio.Event
 ) -> asyncio.Task[None]:
     return asyncio.create_task(serve_app(app, config.server, sock, shutdown), name=name)
 

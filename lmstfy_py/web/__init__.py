@@ -2,7 +2,9 @@
 
 `create_data_app` serves lmstfy's data plane (default port 7777), `create_admin_app` its
 admin API (default 127.0.0.1:7778). Handlers only parse, make one engine (or token store)
-call and shape the answer; errors become responses in `errors.py` alone.
+call and shape the answer; errors become responses in `errors.py` alone. `lmstfy-py serve`
+serves the data app behind `hot.HotRoutes`, which answers its four hot routes without
+Starlette's stack (server.py).
 """
 
 from lmstfy_py.web.admin import create_admin_app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -48,12 +49,28 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
 
 
 def published(result: Published) -> Response:
+    status, body = published_body(result)
+    return Response(body, status, media_type=JSON)
+
+
+def published_body(result: Published) -> tuple[int, bytes]:
     # A job id (ours, or one a business chose: ids.is_acceptable) needs no JSON escaping: the body is
     # put together without json.dumps, the same compact bytes JSONResponse would give.
     if not result.created:
-        body = b'{"msg":"duplicate","job_id":"' + result.job_id.encode() + b'"}'
-        return Response(body, media_type=JSON)
-    return Response(b'{"msg":"published","job_id":"' + result.job_id.encode() + b'"}', 201, media_type=JSON)
+        return 200, b'{"msg":"duplicate","job_id":"' + result.job_id.encode() + b'"}'
+    return 201, b'{"msg":"published","job_id":"' + result.job_id.encode() + b'"}'
+
+
+def consumed_body(jobs: Sequence[Job], count: int) -> bytes:
+    """A consume's answer: lmstfy's job object, or a list of them when more than one was asked for."""
+    if count == 1:
+        return json_bytes(job_json(jobs[0], consumed=True))
+    return json_bytes([job_json(job, consumed=True) for job in jobs])
+
+
+def json_bytes(content: Any) -> bytes:
+    # JSONResponse.render's bytes, for the answers web/hot.py gives without a Response.
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
 
 
 def published_many(results: Sequence[Published], ids_given: bool) -> Response:

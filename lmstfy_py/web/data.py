@@ -3,7 +3,9 @@
 Every route checks, in lmstfy's order: the names, the pool (from the token's "pool:"
 prefix), then the token itself (except the two size routes, which are public); see
 web/target.py. Then it parses its parameters, makes one store call and shapes the answer
-(web/answers.py); errors are raised and rendered by errors.py.
+(web/answers.py); errors are raised and rendered by errors.py. The four hot routes (publish,
+consume, ACK, batch ACK) do their work in web/hot_routes.py, which web/hot.py's dispatcher runs
+too when `lmstfy-py serve` serves this app.
 
 A route pattern matches one number of path segments, so a queue literally named "peek" or
 "size" is still published to and consumed from at /api/{ns}/peek, while /api/{ns}/{q}/peek
@@ -16,28 +18,18 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from lmstfy_py.errors import InvalidParameter, NoJobAvailable
+from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import instrument, lifecycle, params, schedules
-from lmstfy_py.web.answers import job_info_json, job_json, no_content, published, published_many
+from lmstfy_py.web import hot_routes, instrument, lifecycle, params, schedules
+from lmstfy_py.web.answers import JSON, consumed_body, job_info_json, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
-from lmstfy_py.web.target import Target, authorize, defaults_of, job_id_of, target_of, throttle
+from lmstfy_py.web.target import Target, defaults_of, job_id_of, target_of, throttle
 
 # -- publish -----------------------------------------------------------------------
 
 
 async def publish(request: Request) -> Response:
-    target = await target_of(request)
-    options = params.publish_options(request.query_params, defaults_of(request))
-    job = options.job(await params.read_body(request), params.attributes(request.headers), _one_id(options))
-    async with throttle(request, target, "produce"):
-        return published(await target.store.publish(target.ns, target.queue, job))
-
-
-def _one_id(options: params.PublishOptions) -> str | None:
-    if len(options.job_ids) > 1:
-        raise InvalidParameter("a job_id list is for a bulk publish: one job, one id")
-    return options.job_ids[0] if options.job_ids else None
+    return published(await hot_routes.publish(hot_routes.call_of(request)))
 
 
 async def publish_bulk(request: Request) -> Response:
@@ -61,7 +53,7 @@ async def republish(request: Request) -> Response:
     target = await target_of(request)
     old_id = job_id_of(request)
     options = params.publish_options(request.query_params, defaults_of(request))
-    job = options.job(await params.read_body(request), params.attributes(request.headers), _one_id(options))
+    job = options.job(await params.read_body(request), params.attributes(request.headers), hot_routes.one_id(options))
     return published(await target.store.publish(target.ns, target.queue, job, replaces=old_id))
 
 
@@ -69,36 +61,18 @@ async def republish(request: Request) -> Response:
 
 
 async def consume(request: Request) -> Response:
-    """GET /api/{ns}/{q1}[,{q2}...]: the queues listed first win.
-
-    Unlike lmstfy, several queues may be consumed without a timeout, and count > 1 works
-    with several queues too.
-    """
-    ns = request.path_params["ns"]
-    queues = params.queue_list(ns, request.path_params["queue"])
-    target = await authorize(request, ns, ",".join(queues))
-    options = params.consume_options(request.query_params, defaults_of(request))
-    if not queues:
-        raise InvalidParameter("invalid queue name(s)")
-    async with throttle(request, target, "consume"):
-        jobs = await target.store.consume(ns, queues, options.ttr_ms, options.timeout_ms, options.count)
-        if not jobs:
-            raise NoJobAvailable()
-    if options.count == 1:
-        return JSONResponse(job_json(jobs[0], consumed=True))
-    return JSONResponse([job_json(job, consumed=True) for job in jobs])
+    """GET /api/{ns}/{q1}[,{q2}...] (web/hot_routes.py)."""
+    jobs, count = await hot_routes.consume(hot_routes.call_of(request))
+    return Response(consumed_body(jobs, count), media_type=JSON)  # JSONResponse's bytes and headers
 
 
 async def ack(request: Request) -> Response:
-    target = await target_of(request)
-    await target.store.ack(target.ns, target.queue, job_id_of(request))
+    await hot_routes.ack(hot_routes.call_of(request))
     return no_content()  # whether or not the job still existed, as lmstfy
 
 
 async def ack_many(request: Request) -> Response:
-    """Beyond lmstfy: DELETE .../jobs?job_id=ID1,ID2&job_id=ID3 ACKs up to 100 jobs in one Lua call."""
-    target = await target_of(request)
-    await target.store.ack_many(target.ns, target.queue, params.job_ids(request.query_params))
+    await hot_routes.ack_many(hot_routes.call_of(request))
     return no_content()  # as the single ACK, whether or not the jobs still existed
 
 

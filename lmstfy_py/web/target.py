@@ -7,14 +7,14 @@ then the token itself (except the public size routes).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal, cast
+from types import TracebackType
+from typing import Any, Literal, cast
 
 from starlette.requests import Request
 
 from lmstfy_py import ids
+from lmstfy_py.admin.limits import LimitStore, Permit
 from lmstfy_py.config import Defaults
 from lmstfy_py.errors import InvalidParameter, Unauthorized
 from lmstfy_py.runtime import Runtime
@@ -44,17 +44,28 @@ def defaults_of(request: Request) -> Defaults:
 
 
 async def authorize(request: Request, ns: str, queue: str, need_token: bool = True) -> Target:
-    runtime = runtime_of(request)
-    pool, token = params.split_token(params.request_token(request))
+    state: dict[str, Any] = request.scope.setdefault("state", {})  # what request.state sets
+    return await check_token(runtime_of(request), state, ns, queue, params.request_token(request), need_token)
+
+
+async def check_token(
+    runtime: Runtime, state: dict[str, Any], ns: str, queue: str, raw_token: str, need_token: bool = True
+) -> Target:
+    """The pool of `raw_token` ("[pool:]token") and, unless `need_token` is False, the token itself.
+
+    `state` is the request's ASGI state: it gets the pool and, once the token is checked, the
+    namespace, the labels of the metrics and the fields of the logs (web/instrument.py, logs.py).
+    """
+    pool, token = params.split_token(raw_token)
     store = runtime.pools.get(pool)
-    request.state.pool = pool  # the metrics' pool label (web/instrument.py), without parsing again
+    state["pool"] = pool  # the metrics' pool label (web/instrument.py), without parsing again
     # -sv (development only): lmstfy's dev mode takes any request, valid token or none.
     if need_token and not runtime.config.server.skip_token_check:
         if not token:
             raise Unauthorized("token not found")
         if not await runtime.tokens.exists(pool, ns, token):
             raise Unauthorized("invalid token")
-        setattr(request.state, instrument.LABELLED_NAMESPACE, ns)
+        state[instrument.LABELLED_NAMESPACE] = ns
     return Target(store, pool, ns, queue, token)
 
 
@@ -66,25 +77,40 @@ async def target_of(request: Request, need_token: bool = True) -> Target:
 
 def job_id_of(request: Request) -> str:
     """The job id of the path: one of ours, or one a business chose."""
-    job_id: str = request.path_params["job_id"]
+    return checked_job_id(request.path_params["job_id"])
+
+
+def checked_job_id(job_id: str) -> str:
     if not ids.is_acceptable(job_id):
         raise InvalidParameter("invalid job id")
     return job_id
 
 
-@asynccontextmanager
-async def throttle(request: Request, target: Target, action: Action) -> AsyncIterator[None]:
+def throttle(request: Request, target: Target, action: Action) -> Throttle:
+    return Throttle(runtime_of(request).limits, target, action)
+
+
+class Throttle:
     """Takes a unit of the token's limit around the engine call of a publish, bulk publish or consume.
 
     Entered after every check, so a request that fails them never counts against a limit; one
     whose engine call fails (an error, or no job to consume) gives its unit back, as lmstfy's.
-    Over the limit: 429. A token without a limit costs no Redis call here.
+    Over the limit: 429. A token without a limit costs no Redis call here. A class rather than an
+    asynccontextmanager: its generator cost every publish and consume a few µs.
     """
-    limits = runtime_of(request).limits
-    permit = await limits.take(target.pool, target.ns, target.token, action)
-    try:
-        yield
-    except BaseException:
-        if permit is not None:
-            await limits.give_back(permit)
-        raise
+
+    __slots__ = ("action", "limits", "permit", "target")
+
+    def __init__(self, limits: LimitStore, target: Target, action: Action) -> None:
+        self.limits, self.target, self.action = limits, target, action
+        self.permit: Permit | None = None
+
+    async def __aenter__(self) -> None:
+        target = self.target
+        self.permit = await self.limits.take(target.pool, target.ns, target.token, self.action)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is not None and self.permit is not None:
+            await self.limits.give_back(self.permit)

@@ -1,0 +1,136 @@
+"""The four hot data routes' work, written once for both ways a request reaches it.
+
+Publish, consume, ACK and batch ACK are answered by data.py's handlers when the data app routes
+a request (tests, embedding callers) and by hot.py's dispatcher when `lmstfy-py serve` does;
+both hand their request here as a `Call` and shape the result with web/answers.py, so the
+checks, their order (names, pool, token, parameters, body, throttle), the store call and the
+errors are one code. A Call holds only what these routes read, none of Starlette's per-request
+objects: that is most of what the dispatcher saves (docs/PERFORMANCE.md, issue 27).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.datastructures import Headers, QueryParams
+from starlette.requests import Request
+
+from lmstfy_py.errors import InvalidParameter, NoJobAvailable
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.types import Job, Published
+from lmstfy_py.web import params
+from lmstfy_py.web.target import Target, Throttle, check_token, checked_job_id, runtime_of
+
+
+class Query(QueryParams):
+    """The query string as Starlette's QueryParams parses it, with `getlist` a dict lookup:
+    web/params.py asks a publish's query for up to 13 names, and QueryParams scans its whole list
+    for each."""
+
+    def __init__(self, raw: bytes) -> None:  # QueryParams' own set-up would parse it a second way
+        items = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+        self._list = items
+        self._dict = dict(items)  # the last of repeated values, as QueryParams' get()
+        self._lists: dict[str, list[str]] = {}
+        for key, value in items:
+            self._lists.setdefault(key, []).append(value)
+
+    def getlist(self, key: Any) -> list[str]:
+        # Not a copy, unlike QueryParams': web/params.py only reads what it is given.
+        return self._lists.get(key) or []
+
+
+class FirstHeaders(Headers):
+    """Starlette's Headers of an ASGI scope's raw list, with `get` a dict lookup: a hot route asks
+    for three headers, and Headers lower-cases, encodes and scans the list for each."""
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self._list = raw
+        self._first: dict[bytes, bytes] = {}
+        for name, value in raw:  # ASGI servers hand the names lower-cased
+            self._first.setdefault(name, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._first.get(key.lower().encode("latin-1"))
+        return default if value is None else value.decode("latin-1")  # the first of repeats, as Headers
+
+
+@dataclass(slots=True)
+class Call:
+    """What a hot route reads of its request."""
+
+    runtime: Runtime
+    state: dict[str, Any]  # the ASGI scope's: the pool and the namespace for metrics and logs
+    ns: str
+    queue: str  # "q1,q2,..." for a consume
+    query: QueryParams
+    headers: Headers
+    read_body: Callable[[], Awaitable[bytes]]
+    job_id: str = ""  # an ACK's, from its path
+
+    @property
+    def token(self) -> str:
+        return self.headers.get("x-token") or params._first(self.query, "token") or ""
+
+
+def call_of(request: Request) -> Call:
+    """The Call of a request the data app routed."""
+    path = request.path_params
+    scope = request.scope
+    state: dict[str, Any] = scope.setdefault("state", {})
+    query = Query(scope["query_string"])
+    read_body = partial(params.read_body, request)
+    job_id = path.get("job_id", "")
+    return Call(runtime_of(request), state, path["ns"], path["queue"], query, request.headers, read_body, job_id)
+
+
+async def _target(call: Call) -> Target:
+    params.check_names(call.ns, call.queue)
+    return await check_token(call.runtime, call.state, call.ns, call.queue, call.token)
+
+
+def one_id(options: params.PublishOptions) -> str | None:
+    if len(options.job_ids) > 1:
+        raise InvalidParameter("a job_id list is for a bulk publish: one job, one id")
+    return options.job_ids[0] if options.job_ids else None
+
+
+async def publish(call: Call) -> Published:
+    target = await _target(call)
+    options = params.publish_options(call.query, call.runtime.config.defaults)
+    job = options.job(await call.read_body(), params.attributes(call.headers), one_id(options))
+    async with Throttle(call.runtime.limits, target, "produce"):
+        return await target.store.publish(target.ns, target.queue, job)
+
+
+async def consume(call: Call) -> tuple[list[Job], int]:
+    """GET /api/{ns}/{q1}[,{q2}...]: the jobs (the queues listed first win), and the count asked.
+
+    Unlike lmstfy, several queues may be consumed without a timeout, and count > 1 works
+    with several queues too.
+    """
+    queues = params.queue_list(call.ns, call.queue)
+    target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token)
+    options = params.consume_options(call.query, call.runtime.config.defaults)
+    if not queues:
+        raise InvalidParameter("invalid queue name(s)")
+    async with Throttle(call.runtime.limits, target, "consume"):
+        jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count)
+        if not jobs:
+            raise NoJobAvailable()
+    return jobs, options.count
+
+
+async def ack(call: Call) -> None:
+    target = await _target(call)
+    await target.store.ack(target.ns, target.queue, checked_job_id(call.job_id))
+
+
+async def ack_many(call: Call) -> None:
+    """Beyond lmstfy: DELETE .../jobs?job_id=ID1,ID2&job_id=ID3 ACKs up to 100 jobs in one Lua call."""
+    target = await _target(call)
+    await target.store.ack_many(target.ns, target.queue, params.job_ids(call.query))

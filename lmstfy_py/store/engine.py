@@ -15,6 +15,7 @@ the pump and recurring jobs in namespace_ops.py.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 from collections.abc import Sequence
@@ -45,7 +46,6 @@ from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
 from lmstfy_py.store.scripts import ScriptCall, run_pipeline
-from lmstfy_py.store.wake import wait_unless
 from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
@@ -153,8 +153,14 @@ class Engine(DeadLetterOps, NamespaceOps):
         if mailbox is None:
             await self.wait_for_wake(ns, queues, seconds)
             return
+        if mailbox.jobs:  # handed over while its last attempt ran
+            return
         self.handover.join(ns, mailbox)
-        await wait_unless(mailbox.arrived, self.wait_for_wake(ns, queues, seconds))
+        mailbox.woken = asyncio.get_running_loop().create_future()
+        try:
+            await self.wait_for_wake(ns, queues, seconds, mailbox.woken)
+        finally:
+            mailbox.woken = None
 
     async def _give_back(self, ns: str, jobs: Sequence[Job], frozen: bool) -> None:
         """Jobs handed to a consume that left before answering them: ready again at once. The
@@ -194,11 +200,13 @@ class Engine(DeadLetterOps, NamespaceOps):
             self.timers.scheduled(due)
         return [replies.reserved_job(ns, r) for r in reserved]
 
-    async def wait_for_wake(self, ns: str, queues: Sequence[str], seconds: float) -> None:
+    async def wait_for_wake(
+        self, ns: str, queues: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None
+    ) -> None:
         # Waits on the wake lists, never on the ready lists: a BRPOP that popped a job and
         # then lost its process would lose the job (lmstfy's bug). One BRPOP per queue set
         # is shared by every waiting request of this process (store/wake.py).
-        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds)
+        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds, waiter)
 
     @property
     def stopping(self) -> bool:

@@ -23,7 +23,7 @@ MOST_WAITERS = 32  # mailboxes one pump call serves (the longest-waiting first)
 class Mailbox:
     """What one consume asks for, and the jobs handed to it that it has not answered yet."""
 
-    __slots__ = ("arrived", "count", "frozen", "jobs", "queues", "ttr_ms", "waiting")
+    __slots__ = ("count", "frozen", "jobs", "queues", "ttr_ms", "waiting", "woken")
 
     def __init__(self, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool) -> None:
         self.queues = tuple(queues)
@@ -31,12 +31,12 @@ class Mailbox:
         self.count = count
         self.frozen = frozen
         self.jobs: list[Job] = []
-        self.arrived = asyncio.Event()
         self.waiting = False  # between its consume's attempts: may be handed jobs
+        # Its consume's wait on the wake hub (WakeHub.wait), settled when jobs arrive: no task of its own.
+        self.woken: asyncio.Future[None] | None = None
 
     def take(self) -> list[Job]:
         jobs, self.jobs = self.jobs, []
-        self.arrived.clear()
         return jobs
 
 
@@ -75,5 +75,6 @@ class Handover:
         if mailbox not in self._waiting.get(ns, ()):
             return False
         mailbox.jobs.extend(jobs)
-        mailbox.arrived.set()
+        if mailbox.woken is not None and not mailbox.woken.done():
+            mailbox.woken.set_result(None)
         return True

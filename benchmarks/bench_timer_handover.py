@@ -7,8 +7,8 @@ time (ms, wall clock). With --load, publish tasks in the same loop publish to an
 half the rate this process managed flat out just before (the request work the pump competes with).
 
 Each tree's code runs in its own child process (PYTHONPATH=tree), on one shared Redis (AOF,
-fsync always), the trees alternated --pairs times; prints per round p50/p99/max and early, then
-the medians per tree.
+fsync always; --appendfsync everysec: what the fsyncs cost), the trees alternated --pairs
+times; prints per round p50/p99/max and early, then the medians per tree.
 
     .venv/bin/python -m benchmarks.bench_timer_handover --trees ../main .
 """
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--child", metavar="URL")
+    parser.add_argument("--appendfsync", choices=["always", "everysec"], default="always")
     parser.add_argument("--load", action="store_true", help="(a child's) publish load at half capacity")
     args = parser.parse_args()
     if args.child:
@@ -139,7 +140,7 @@ def main() -> None:
     from benchmarks.harness.redis_servers import RedisProcess
 
     redis = RedisProcess(Path(tempfile.mkdtemp(prefix="handover-")), persistent=True)
-    redis.extra_args = ["--appendfsync", "always"]
+    redis.extra_args = ["--appendfsync", args.appendfsync]
     redis.start()
     try:
         for load in (False, True):

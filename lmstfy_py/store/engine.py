@@ -15,6 +15,7 @@ the pump and recurring jobs in namespace_ops.py.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from lmstfy_py.store.engine_base import (
     queue_keys,
     ttl_seconds,
 )
+from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
@@ -122,15 +124,52 @@ class Engine(DeadLetterOps, NamespaceOps):
         looking at the queues without a wake-up every WAIT_SLICE_S (a wake token may be lost with a
         crashed process). A pusher's consume differs as `pusher` says (types.PusherWait)."""
         recheck_s = pusher.recheck_s if pusher else None
-        jobs = await long_poll(
-            lambda _: self.reserve(ns, queues, ttr_ms, count, frozen=pusher is not None),
-            lambda left: self.wait_for_wake(ns, queues, min(left, self._slice_s(recheck_s))),
-            timeout_ms,
-            lambda: self.stopping,
-            pusher.interrupt if pusher else None,
-        )
+        frozen = pusher is not None
+        # A layout's consume looks at its lists first: the pump's handover would skip them.
+        mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None and timeout_ms > 0 else None
+        try:
+            jobs = await long_poll(
+                lambda _: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox),
+                lambda left: self._wait(ns, queues, min(left, self._slice_s(recheck_s)), mailbox),
+                timeout_ms,
+                lambda: self.stopping,
+                pusher.interrupt if pusher else None,
+            )
+        finally:
+            if mailbox is not None:
+                await self._give_back(ns, self.handover.leave(ns, mailbox), frozen)
         self.observer.consumed(self.pool, ns, queues, count, jobs)
         return jobs
+
+    async def _attempt(
+        self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool, mailbox: Mailbox | None
+    ) -> list[Job]:
+        if mailbox is not None:
+            mailbox.waiting = False
+            if mailbox.jobs:
+                return mailbox.take()
+        return await self.reserve(ns, queues, ttr_ms, count, frozen)
+
+    async def _wait(self, ns: str, queues: Sequence[str], seconds: float, mailbox: Mailbox | None) -> None:
+        """Until a wake token, or jobs the pump hands over (store/handover.py)."""
+        if mailbox is None:
+            await self.wait_for_wake(ns, queues, seconds)
+            return
+        if mailbox.jobs:  # handed over while its last attempt ran
+            return
+        self.handover.join(ns, mailbox)
+        mailbox.woken = asyncio.get_running_loop().create_future()
+        try:
+            await self.wait_for_wake(ns, queues, seconds, mailbox.woken)
+        finally:
+            mailbox.woken = None
+
+    async def _give_back(self, ns: str, jobs: Sequence[Job], frozen: bool) -> None:
+        """Jobs handed to a consume that left before answering them: ready again at once. The
+        worker never saw them, so the try and the attempt go back too (untried), but for a
+        pusher's (frozen: it took no try). Should this fail, their ttr gives them back."""
+        for job in jobs:
+            await self.release(ns, job.queue, job.job_id, 0 if frozen else None, "", untried=not frozen)
 
     def _slice_s(self, recheck_s: float | None) -> float:
         return (recheck_s or WAIT_SLICE_S) if self.layout is None else self.layout.wait_slice_s(recheck_s)
@@ -163,11 +202,13 @@ class Engine(DeadLetterOps, NamespaceOps):
             self.timers.scheduled(due)
         return [replies.reserved_job(ns, r) for r in reserved]
 
-    async def wait_for_wake(self, ns: str, queues: Sequence[str], seconds: float) -> None:
+    async def wait_for_wake(
+        self, ns: str, queues: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None
+    ) -> None:
         # Waits on the wake lists, never on the ready lists: a BRPOP that popped a job and
         # then lost its process would lose the job (lmstfy's bug). One BRPOP per queue set
         # is shared by every waiting request of this process (store/wake.py).
-        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds)
+        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds, waiter)
 
     @property
     def stopping(self) -> bool:

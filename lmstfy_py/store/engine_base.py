@@ -17,6 +17,7 @@ from redis.asyncio.cluster import RedisCluster
 from lmstfy_py.store import keys
 from lmstfy_py.store.contracts import Scripts
 from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
+from lmstfy_py.store.handover import Handover
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.scripts import Command, ScriptClient
 from lmstfy_py.store.wake import WakeHub
@@ -124,6 +125,7 @@ class EngineBase:
         # Each BRPOP holds a connection for its whole wait: they get their own pool.
         self.blocking = blocking_client
         self.wake_hub = WakeHub(blocking_client)
+        self.handover = Handover()  # this process's waiting consumes, for the pump's due jobs
         self.scripts = scripts
         self.observer = observer or EngineObserver()
         self.timers = timers or TimerSignal()

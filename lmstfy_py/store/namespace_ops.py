@@ -7,9 +7,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from lmstfy_py.schedules import Schedule, ScheduleState
-from lmstfy_py.store import keys, schedule_ops
-from lmstfy_py.store.contracts.upkeep import DestroyKeys, ForgetArgs, ForgetKeys, PumpArgs, PurgeTimerArgs, TimerKeys
-from lmstfy_py.store.engine_base import CHUNK, EngineBase, PumpResult, now_ms
+from lmstfy_py.store import keys, replies, schedule_ops
+from lmstfy_py.store.contracts.jobs import Reserved
+from lmstfy_py.store.contracts.upkeep import (
+    DestroyKeys,
+    ForgetArgs,
+    ForgetKeys,
+    PumpArgs,
+    PumpKeys,
+    PurgeTimerArgs,
+    TimerKeys,
+)
+from lmstfy_py.store.engine_base import CHUNK, EngineBase, PumpResult, now_ms, queue_keys
+from lmstfy_py.store.handover import Mailbox
+from lmstfy_py.store.scripts import Arg
+from lmstfy_py.types import Job
 
 PURGE_ROUNDS = 5  # purge passes while publishers, consumers or pumps use the namespace it empties
 
@@ -84,7 +96,8 @@ class NamespaceOps(EngineBase):
         return total
 
     async def pump(self, ns: str, now: int) -> PumpResult:
-        """Moves every due timer member of the namespace, CHUNK per script call."""
+        """Moves every due timer member of the namespace, CHUNK per script call, handing the jobs it
+        makes ready to this process's waiting consumes in the same calls (store/handover.py)."""
         args = PumpArgs(
             now,
             CHUNK,
@@ -94,15 +107,31 @@ class NamespaceOps(EngineBase):
             keys.wake_prefix(ns),
             keys.priority_prefix(ns),
             keys.meta_prefix(ns),
+            ns,
+            (),
         )
         to_ready = to_dead = 0
         while True:
-            pumped = await self.scripts.pump(self.script_client, TimerKeys(keys.timer(ns)), args)
+            waiters = self.handover.waiters(ns)
+            call_keys, call_args = _with_waiters(ns, now, waiters, args)
+            pumped = await self.scripts.pump(self.script_client, call_keys, call_args)
             to_ready, to_dead = to_ready + pumped.ready, to_dead + pumped.dead
+            await self._hand_over(ns, waiters, pumped.handed)
             if pumped.next_due == -1 or pumped.next_due > now:
                 result = PumpResult(to_ready, to_dead, pumped.next_due)
                 self.observer.pumped(self.pool, ns, result)
                 return result
+
+    async def _hand_over(self, ns: str, waiters: Sequence[Mailbox], handed: Sequence[Sequence[Reserved]]) -> None:
+        for mailbox, reserved in zip(waiters, handed, strict=False):
+            if reserved:
+                jobs = [replies.reserved_job(ns, r) for r in reserved]
+                if not self.handover.deliver(ns, mailbox, jobs):
+                    await self._give_back(ns, jobs, mailbox.frozen)
+
+    async def _give_back(self, ns: str, jobs: Sequence[Job], frozen: bool) -> None:
+        """Jobs handed to a consume that left before answering them: ready again at once (Engine)."""
+        raise NotImplementedError
 
     async def timer_head(self, ns: str) -> int:
         """Due ms of the namespace's earliest timer member, -1 when empty."""
@@ -124,6 +153,17 @@ class NamespaceOps(EngineBase):
 
     async def delete_schedule(self, ns: str, queue: str, name: str) -> None:
         await schedule_ops.delete(self, ns, queue, name)
+
+
+def _with_waiters(ns: str, now: int, waiters: Sequence[Mailbox], args: PumpArgs) -> tuple[PumpKeys, PumpArgs]:
+    """The pump call handing due jobs to `waiters`: their queues' keys, and what each asks for."""
+    per_queue: list[str] = []
+    asks: list[Arg] = []
+    for mailbox in waiters:
+        asks += [now + mailbox.ttr_ms, mailbox.count, "1" if mailbox.frozen else "0", len(mailbox.queues)]
+        asks += mailbox.queues
+        per_queue += [key for queue in mailbox.queues for key in queue_keys(ns, queue)]
+    return PumpKeys(keys.timer(ns), tuple(per_queue)), args._replace(waiters=tuple(asks))
 
 
 def _names(members: set[Any]) -> list[str]:

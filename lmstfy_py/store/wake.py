@@ -89,12 +89,13 @@ class WakeHub:
         self.closed = False
         self._sets: dict[tuple[str, ...], _WakeSet] = {}
 
-    async def wait(self, wake_keys: Sequence[str], seconds: float) -> None:
-        """Returns when a token arrives on one of the lists, after `seconds`, or when the hub closes."""
+    async def wait(self, wake_keys: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None) -> None:
+        """Returns when a token arrives on one of the lists, after `seconds`, or when the hub closes;
+        or when `waiter`, if given, is settled by someone else (the pump handing jobs over)."""
         if self.closed or seconds <= 0:
             return
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
+        waiter = waiter or loop.create_future()
         wake_set = self._join(tuple(sorted(wake_keys)), waiter)
         # Fewer BRPOPs for long waits (a BRPOP in progress keeps its own timeout).
         wake_set.slice_s = max(wake_set.slice_s, min(seconds, MAX_SLICE_S))

@@ -42,6 +42,7 @@ RUN_BY = {
     "benchmarks/bench_memory.py": "tests/e2e/test_programs.py::test_bench_memory",
     "benchmarks/bench_request_paths.py": "tests/e2e/test_programs.py::test_bench_request_paths",
     "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
+    "benchmarks/bench_timer_handover.py": "tests/e2e/test_programs.py::test_bench_timer_handover",
     "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
     "benchmarks/crash_test.py": "tests/e2e/test_programs.py::test_crash_test",
     "benchmarks/redis_kill_loss.py": "tests/e2e/test_programs.py::test_redis_kill_loss",
@@ -172,6 +173,12 @@ def test_bench_timers() -> None:
     )
     assert "precision: 20 of 20 jobs delivered (0 twice)" in out and "early: 0" in out, out
     assert "idle: 64 future jobs: server " in out
+
+
+def test_bench_timer_handover() -> None:
+    out = ok(run("benchmarks/bench_timer_handover.py", "--pairs", "1", "--jobs", "5", "--consumers", "2"))
+    assert re.search(r"== idle \S+: median p50 [0-9.]+ ms, p99 [0-9.]+ ms, early \d+", out), out
+    assert re.search(r"== load \S+: median p50 [0-9.]+ ms, p99 [0-9.]+ ms, early \d+", out), out
 
 
 def test_bench_worker() -> None:

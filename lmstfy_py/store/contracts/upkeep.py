@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from lmstfy_py.store.contracts.jobs import Reserved
 from lmstfy_py.store.scripts import Arg, rows, store_step
+
+reserved_rows = rows(Reserved._make, len(Reserved._fields))  # reserve.lua's reply, as pump.lua hands it over
 
 
 class Chunk(NamedTuple):
@@ -154,6 +157,11 @@ class ForgetArgs(NamedTuple):
 FORGET_NAMESPACE = store_step("forget_namespace", ForgetKeys, ForgetArgs, bool)
 
 
+class PumpKeys(NamedTuple):
+    timer: str
+    per_queue: tuple[str, ...]  # of each waiter handed due jobs: ready, priority, wake, meta per queue
+
+
 class PumpArgs(NamedTuple):
     now: int
     most_members: int
@@ -163,15 +171,22 @@ class PumpArgs(NamedTuple):
     wake: str
     priority: str
     meta: str
+    namespace: str
+    waiters: tuple[Arg, ...]  # per waiter: deadline, most jobs, keep tries, n queues, n names
 
 
 class Pumped(NamedTuple):
     ready: int
     dead: int
     next_due: int
+    handed: list[list[Reserved]]  # per waiter of PumpArgs.waiters, in order (fewer when nothing became ready)
 
 
-PUMP = store_step("pump", TimerKeys, PumpArgs, Pumped._make)
+def _pumped(reply: list[Any]) -> Pumped:
+    return Pumped(int(reply[0]), int(reply[1]), int(reply[2]), [reserved_rows(out) for out in reply[3]])
+
+
+PUMP = store_step("pump", PumpKeys, PumpArgs, _pumped)
 
 
 class ScheduleKeys(NamedTuple):

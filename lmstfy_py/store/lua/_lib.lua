@@ -236,6 +236,38 @@ local function reserve_element(r, qname, q, element)
     return true
 end
 
+-- Reserves up to `want` ready jobs of one queue (reserve_element), its priority set before its
+-- ready list; none from a paused queue. Then whoever takes a wake token and leaves jobs behind
+-- puts it back; a token over an empty queue would only wake someone for nothing, so it goes.
+-- Returns how many it reserved (reserve.lua, and pump.lua handing due jobs to waiters).
+local function reserve_from_queue(r, qname, q, want)
+    if paused(q.meta) then
+        return 0
+    end
+    local got = 0
+    local prioritized = redis.call('EXISTS', q.prio) == 1
+    while got < want do
+        local element
+        if prioritized then
+            element = redis.call('ZPOPMIN', q.prio)[1]
+            prioritized = element ~= nil
+        end
+        element = element or redis.call('RPOP', q.ready)
+        if not element then
+            break
+        end
+        if reserve_element(r, qname, q, element) then
+            got = got + 1
+        end
+    end
+    if redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1 then
+        ensure_wake(q.wake)
+    else
+        redis.call('DEL', q.wake)
+    end
+    return got
+end
+
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
 -- answer a worker verb gives: {"missing"} or {"not reserved"}.
 local function reserved_tries(job_key)

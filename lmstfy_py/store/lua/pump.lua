@@ -1,13 +1,20 @@
 -- pump: move due timer members of one namespace. A delayed job becomes ready. A reservation
 -- whose ttr passed makes its job ready again while tries remain (after its backoff when that is
 -- exponential: it is then delayed until then), else puts it in the dead letter, where the job
--- stops expiring. Members whose job data has expired are dropped.
--- KEYS[1] timer zset
+-- stops expiring. Members whose job data has expired are dropped. When jobs became ready, it then
+-- hands them over to this process's waiting consumes in the same step: for each waiter, in the
+-- order given, it reserves as reserve.lua does (reserve_from_queue), so the waiter answers them
+-- without a wake token and a reserve of its own.
+-- KEYS[1] timer zset  KEYS[2..] per queue of each waiter: its ready list, priority set, wake
+-- list, meta hash
 -- ARGV[1] now ms  ARGV[2] most members to move
 -- ARGV[3..8] key prefixes "x/{ns}/" of job hashes, ready lists, dead lists, wake lists,
--- priority sets, meta hashes
+-- priority sets, meta hashes  ARGV[9] namespace
+-- ARGV[10..] waiters, each as: ttr deadline ms, most jobs, "1" to keep the tries, how many
+-- queues, the queue names (their keys in KEYS, in the same order)
 -- Queue keys are built from those prefixes: they share KEYS[1]'s hash tag, so the same slot.
--- Returns {moved to ready, moved to dead, next due ms or -1 when the timer is empty}.
+-- Returns {moved to ready, moved to dead, next due ms or -1 when the timer is empty, handed},
+-- handed: per waiter what reserve.lua answers (seven fields per job; empty for none).
 local timer, now = KEYS[1], tonumber(ARGV[1])
 local job_prefix, ready_prefix, dead_prefix, wake_prefix, prio_prefix, meta_prefix =
     ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
@@ -36,5 +43,20 @@ for _, member in ipairs(due) do
     end
 end
 
+local handed, at, key_at = {}, 10, 2
+while to_ready > 0 and at <= #ARGV do
+    local r = {timer = timer, deadline = ARGV[at], ns = ARGV[9], prefix = job_prefix, out = {}}
+    r.used = ARGV[at + 2] == '1' and 0 or 1
+    local want, n, got = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 3]), 0
+    for i = 1, n do
+        local k = key_at + (i - 1) * 4
+        local q = {ready = KEYS[k], prio = KEYS[k + 1], wake = KEYS[k + 2], meta = KEYS[k + 3]}
+        got = got + reserve_from_queue(r, ARGV[at + 3 + i], q, want - got)
+    end
+    handed[#handed + 1] = r.out
+    at, key_at = at + 4 + n, key_at + 4 * n
+end
+
+-- After the handover: its reservations are on the timer too.
 local head = redis.call('ZRANGE', timer, 0, 0, 'WITHSCORES')
-return {to_ready, to_dead, tonumber(head[2]) or -1}
+return {to_ready, to_dead, tonumber(head[2]) or -1, handed}

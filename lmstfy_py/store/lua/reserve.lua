@@ -18,30 +18,6 @@ local got = 0
 for i = 1, n do
     local at = 1 + (i - 1) * 4
     local q = {ready = KEYS[at + 1], prio = KEYS[at + 2], wake = KEYS[at + 3], meta = KEYS[at + 4]}
-    local qname = ARGV[5 + i]
-    if not paused(q.meta) then
-        local prioritized = redis.call('EXISTS', q.prio) == 1
-        while got < want do
-            local element
-            if prioritized then
-                element = redis.call('ZPOPMIN', q.prio)[1]
-                prioritized = element ~= nil
-            end
-            element = element or redis.call('RPOP', q.ready)
-            if not element then
-                break
-            end
-            if reserve_element(r, qname, q, element) then
-                got = got + 1
-            end
-        end
-        -- Whoever takes a wake token and leaves jobs behind puts it back; a token over an
-        -- empty queue would only wake someone for nothing.
-        if redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1 then
-            ensure_wake(q.wake)
-        else
-            redis.call('DEL', q.wake)
-        end
-    end
+    got = got + reserve_from_queue(r, ARGV[5 + i], q, want - got)
 end
 return r.out

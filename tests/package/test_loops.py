@@ -158,7 +158,10 @@ async def test_the_long_poll_wake_loop_survives_a_crash(runtime: Runtime, caplog
     before = restarts("wake")
     engine.wake_hub.blocking.brpop = fails_once(engine.wake_hub.blocking.brpop, RuntimeError("injected"))
     waiting = asyncio.create_task(engine.consume(NS, ["idle"], ttr_ms=60_000, timeout_ms=5000, count=1))
-    await eventually(lambda: restarts("wake") - before == 1)
+    # At least one: the family counts every "wake" loop of the process, and one left running by an
+    # earlier test in this process (the suite runs on two) may restart too. That this loop crashed
+    # exactly once is its own log record, asserted below.
+    await eventually(lambda: restarts("wake") - before >= 1)
     await asyncio.sleep(0.3)  # the restarted loop's BRPOP is waiting again
     await engine.publish(NS, "idle", NewJob(b"wanted"))
     jobs = await asyncio.wait_for(waiting, 3.0)

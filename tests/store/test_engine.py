@@ -303,7 +303,7 @@ async def test_counts_stay_right_when_jobs_expire_on_the_timer(engine: Engine, p
     same: its timer member says which count it was in (a reservation's ends with "X")."""
     await engine.publish(NS, Q, NewJob(b"reserved", ttl_ms=200, tries=2))
     await engine.consume(NS, [Q], ttr_ms=400, timeout_ms=0, count=1)
-    await engine.publish(NS, "other", NewJob(b"delayed", ttl_ms=300, delay_ms=300))
+    await engine.publish(NS, "other", NewJob(b"delayed", ttl_ms=200, delay_ms=400))
     assert (await engine.stats(NS, Q)).reserved == 1 and (await engine.stats(NS, "other")).delayed == 1
 
     async def all_gone() -> bool:

@@ -32,10 +32,10 @@ from starlette.types import Receive, Scope, Send
 from lmstfy_py import logs
 from lmstfy_py.errors import BodyTooLarge
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import accesslog, answers, data, hot_routes, instrument, params
+from lmstfy_py.web import accesslog, answers, data, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot_routes import Call, FirstHeaders, Query
-from lmstfy_py.web.middleware import request_id
+from lmstfy_py.web.middleware import request_done, request_id
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 _PREFIX = "/api/"
@@ -115,12 +115,7 @@ class HotRoutes:
             await send({"type": "http.response.start", "status": status, "headers": answer[1]})
             await send({"type": "http.response.body", "body": answer[2]})
         finally:
-            seconds = time.perf_counter() - started
-            status = status or 500  # what the server answers when nothing was sent
-            instrument.record(scope, status, seconds)
-            if log_it:
-                accesslog.write(scope, status, seconds)
-            logs.current_request.reset(logged_request)
+            request_done(scope, status, started, log_it, logged_request)
 
     def _call(self, scope: Scope, receive: Receive) -> Call:
         path = scope["path_params"]

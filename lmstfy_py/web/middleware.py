@@ -16,7 +16,8 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, cast
+from contextvars import Token
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.applications import Starlette
 from starlette.datastructures import Headers, MutableHeaders
@@ -87,12 +88,18 @@ class RequestMiddleware:
                 raise
             await render(as_lmstfy_error(exc))(scope, receive, send_with_id)
         finally:
-            seconds = time.perf_counter() - started
-            status = status or 500  # what the server answers when nothing was sent
-            instrument.record(scope, status, seconds)
-            if log_it:
-                accesslog.write(scope, status, seconds)
-            logs.current_request.reset(logged_request)
+            request_done(scope, status, started, log_it, logged_request)
+
+
+def request_done(scope: Scope, status: int, started: float, log_it: bool, logged_request: Token[Any]) -> None:
+    """A request's bookkeeping once answered, for the app's middleware and web/hot.py alike: its
+    metrics, its access-log line, and the log context restored. `status` 0: nothing was sent (500)."""
+    seconds = time.perf_counter() - started
+    status = status or 500  # what the server answers when nothing was sent
+    instrument.record(scope, status, seconds)
+    if log_it:
+        accesslog.write(scope, status, seconds)
+    logs.current_request.reset(logged_request)
 
 
 class MethodRouter:

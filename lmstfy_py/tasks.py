@@ -157,8 +157,10 @@ def _backoff(failures: int, cap: float) -> float:
 def _count_restart(kind: str) -> None:
     # Imported here: the metrics package imports the store, whose modules run Loops.
     from lmstfy_py.metrics.families import LOOP_RESTARTS
+    from lmstfy_py.metrics.multiproc import directory
 
     try:
+        directory()  # before the child: one made first would write where no scrape reads
         LOOP_RESTARTS.labels(kind).inc()
     except Exception:  # a full disk under the metrics directory must not end the loop it counts
         log.exception("cannot count the restart of %s", kind)

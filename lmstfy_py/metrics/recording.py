@@ -73,6 +73,7 @@ def series(family: Any, *labels: str) -> Any:
         key = (id(family), labels_for(family, labels))
         child = _children.get(key)
         if child is None:
+            directory()  # before the child: one made first would write where no scrape reads
             child = _children[key] = pending.buffered(family, family.labels(*key[1]))
             _made[id(family)] += 1
     return child
@@ -104,14 +105,12 @@ def _never_raises(record: Callable[P, None]) -> Callable[P, None]:
 @_never_raises
 def observe_request(app: str, method: str, route: str, status: int, seconds: float) -> None:
     """One answered HTTP request of either app, by route template (never the raw path)."""
-    directory()
     series(HTTP_SECONDS, app, method, route, str(status)).observe(seconds)
 
 
 @_never_raises
 def observe_lmstfy_request(pool: str, ns: str, api: str, method: str, status: int, seconds: float) -> None:
     """lmstfy's own HTTP families of the data port; like lmstfy, latency only of 2xx answers."""
-    directory()
     series(HTTP_CODES, pool, ns, api, method, str(status)).inc()
     if status < 300:
         series(HTTP_LATENCY_MS, pool, ns, api, method).observe(seconds * 1000)
@@ -120,7 +119,6 @@ def observe_lmstfy_request(pool: str, ns: str, api: str, method: str, status: in
 @_never_raises
 def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
     """A publish ("produce") or consume ("consume") refused with 429 by the token's limit."""
-    directory()
     series(RATE_LIMIT, pool, ns, token_label(token), action).inc()
 
 
@@ -130,7 +128,6 @@ def rate_limit_hit(pool: str, ns: str, token: str, action: str) -> None:
 @_never_raises
 def pushed(pool: str, ns: str, group: str, queue: str, outcome: str, seconds: float) -> None:
     """One delivery of a push group: `outcome` an HTTP status, "timeout" or "unreachable"."""
-    directory()
     series(PUSH_LATENCY_MS, pool, ns, queue).observe(seconds * 1000)
     series(PUSH_HTTP_CODES, pool, ns, queue, outcome if outcome.isdigit() else "0").inc()
     series(PUSH_DELIVERIES, pool, ns, group, outcome).inc()
@@ -139,7 +136,6 @@ def pushed(pool: str, ns: str, group: str, queue: str, outcome: str, seconds: fl
 @_never_raises
 def push_consumed(pool: str, ns: str, queue: str, seconds: float) -> None:
     """A push group's consume that got jobs, as lmstfy times it (for each queue it took from)."""
-    directory()
     series(PUSH_CONSUME_MS, pool, ns, queue).observe(seconds * 1000)
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -560,3 +561,33 @@ def test_every_scrape_of_two_workers_adds_up_both(server: Server, tmp_path: Path
     server.signal(signal.SIGTERM)
     assert server.wait(10) == 0, server.stderr()
     assert not list((tmp_path / "tmp").glob(f"{metrics.DIR_PREFIX}*")), "the metrics directory outlived the server"
+
+
+FIRST_COUNTS_OF_A_PROCESS = """
+from lmstfy_py import metrics, tasks
+from lmstfy_py.metrics.recording import EngineMetrics
+from lmstfy_py.types import NewJob
+
+EngineMetrics().published("default", "ns", "q", [NewJob(b"x")], None)
+tasks._count_restart("wake")
+metrics.flush()
+print(metrics.exposition().decode())
+"""
+
+
+def test_what_a_process_counts_before_anything_else_is_scraped(tmp_path: Path) -> None:
+    # A process embedding the engine (or a test) never called server.run's new_directory: its first
+    # count once made a series in memory, which no scrape ever saw (test order made suites flaky).
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop(multiproc.ENV, None)
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_COUNTS_OF_A_PROCESS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    scrape = Scrape(done.stdout)
+    assert scrape.value(redis_metric("queue_direct_push_jobs"), pool="default") == 1
+    assert scrape.value("lmstfy_background_restarts_total", loop="wake") == 1

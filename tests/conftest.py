@@ -34,8 +34,9 @@ DEFAULT_HTTP_SERVER = "hypercorn"
 _NEEDS = {"uvicorn": ("uvicorn", "httptools")}
 
 
-# Modules whose tests assert deadlines or timings (or drive a browser): `dev.py test` runs them alone,
-# after the rest has run in two processes, so that they never share the machine with other tests.
+# Modules whose tests assert deadlines or timings (or drive a browser): `dev.py test` runs them apart,
+# after the rest, two modules at a time (each module's tests one after another), so that they never
+# share the machine with the busy rest.
 # The programs' tests (test_programs.py, test_bench.py) are heavy but assert no timing: they run
 # with the rest, which keeps the serial part, and so CI, shorter.
 SERIAL_MODULES = {

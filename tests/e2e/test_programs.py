@@ -36,6 +36,7 @@ RUN_BY = {
     "benchmarks/bench_app.py": "tests/e2e/test_programs.py::test_bench_app",
     "benchmarks/bench_http_servers.py": "tests/e2e/test_programs.py::test_bench_http_servers",
     "benchmarks/bench_longpolls.py": "tests/e2e/test_programs.py::test_bench_longpolls",
+    "benchmarks/bench_cron.py": "tests/e2e/test_programs.py::test_bench_cron",
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
     "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
@@ -173,6 +174,12 @@ def test_bench_timers() -> None:
     )
     assert "precision: 20 of 20 jobs delivered (0 twice)" in out and "early: 0" in out, out
     assert "idle: 64 future jobs: server " in out
+
+
+def test_bench_cron() -> None:
+    out = ok(run("benchmarks/bench_cron.py", "--schedules", "5", "--seconds", "2.5", "--rounds", "1"))
+    assert re.search(r"round 1 \S+: fired \d+ of 1[0-5] ticks; late p50 \d+ ms, p99 \d+ ms", out), out
+    assert re.search(r"== \S+: median fired [01]\.\d+ of the ticks, late p50 \d+ ms, p99 \d+ ms, CPU", out), out
 
 
 def test_bench_timer_handover() -> None:

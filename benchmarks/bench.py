@@ -919,6 +919,8 @@ class Side:
     admin: str
     query: dict[str, str] = field(default_factory=dict)
     rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # Server + Redis CPU µs per request of each round, where both processes were found.
+    cpu_us: dict[str, list[float]] = field(default_factory=dict)
 
 
 async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: int, label: str) -> None:
@@ -931,6 +933,9 @@ async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: 
             report = await run(argparse.Namespace(**one))
             for result in report["results"]:
                 side.rates.setdefault(result["name"], []).append((result["req_per_s"], result["jobs_per_s"]))
+                cpu_pct = [result["server_cpu_pct"], result["redis_cpu_pct"]]
+                if None not in cpu_pct and result["req_per_s"]:
+                    side.cpu_us.setdefault(result["name"], []).append(1e4 * sum(cpu_pct) / result["req_per_s"])
 
 
 def ratio_table(top: Side, bottom: Side, first: Side) -> list[str]:
@@ -939,17 +944,22 @@ def ratio_table(top: Side, bottom: Side, first: Side) -> list[str]:
     ratio = f"{top.name}/{bottom.name}"
     width = max(len(ratio), 5) + 2
     head = f"{'scenario':<18}{first.name + ' req/s':>14}{second.name + ' req/s':>14}{ratio:>{width}}"
-    lines = [head + f"{first.name + ' jobs/s':>15}{second.name + ' jobs/s':>15}{ratio:>{width}}"]
+    head += f"{first.name + ' jobs/s':>15}{second.name + ' jobs/s':>15}{ratio:>{width}}"
+    lines = [head + f"{first.name + ' CPU µs/req':>18}{second.name + ' CPU µs/req':>18}{ratio:>{width}}"]
     for name in first.rates:
         if name not in second.rates:
             continue
         req = {side.name: statistics.median(r for r, _ in side.rates[name]) for side in (first, second)}
         jobs = {side.name: statistics.median(j for _, j in side.rates[name]) for side in (first, second)}
-        lines.append(
+        line = (
             f"{name:<18}{req[first.name]:>14,.0f}{req[second.name]:>14,.0f}"
             f"{req[top.name] / req[bottom.name]:>{width}.3f}"
             f"{jobs[first.name]:>15,.0f}{jobs[second.name]:>15,.0f}{jobs[top.name] / jobs[bottom.name]:>{width}.3f}"
         )
+        if name in first.cpu_us and name in second.cpu_us:  # server + Redis, of this machine's processes
+            cpu = {side.name: statistics.median(side.cpu_us[name]) for side in (first, second)}
+            line += f"{cpu[first.name]:>18,.0f}{cpu[second.name]:>18,.0f}{cpu[top.name] / cpu[bottom.name]:>{width}.3f}"
+        lines.append(line)
     return lines
 
 

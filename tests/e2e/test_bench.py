@@ -71,10 +71,11 @@ def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("ab: round") == 4  # two rounds, A and B each
     table = done.stdout.splitlines()[-3:]
-    assert table[0].split() == ["scenario", "A", "req/s", "B", "req/s", "B/A", "A", "jobs/s", "B", "jobs/s", "B/A"]
+    rates = ["A", "req/s", "B", "req/s", "B/A", "A", "jobs/s", "B", "jobs/s", "B/A"]
+    assert table[0].split() == ["scenario", *rates, "A", "CPU", "µs/req", "B", "CPU", "µs/req", "B/A"]
     for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
         name, *figures = row.split()
-        assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row
+        assert name == scenario and len(figures) == 9 and all(float(f.replace(",", "")) > 0 for f in figures), row
 
 
 def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(server: Server) -> None:
@@ -89,7 +90,9 @@ def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(serve
     assert rounds == ["ours", "theirs", "theirs", "ours"]  # who goes first alternates
     table = done.stdout.splitlines()[-3:]
     header = ["scenario", "ours", "req/s", "theirs", "req/s", "ours/theirs", "ours", "jobs/s", "theirs", "jobs/s"]
-    assert table[0].split() == [*header, "ours/theirs"]
+    cpu = ["ours", "CPU", "µs/req", "theirs", "CPU", "µs/req", "ours/theirs"]
+    assert table[0].split() == [*header, "ours/theirs", *cpu]
     for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
         name, *figures = row.split()
+        assert len(figures) == 9, row
         assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,11 @@ STOP_TIMEOUT = 15.0
 
 def stopped_by(server: Server, sig: signal.Signals) -> str:
     server.signal(sig)
-    assert server.wait(STOP_TIMEOUT) == 0, server.stderr()
+    try:
+        code = server.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:  # what the server said so far tells where it hangs
+        pytest.fail(f"not stopped within {STOP_TIMEOUT:g} s of {sig.name}:\n{server.stderr()}")
+    assert code == 0, server.stderr()
     return server.stderr()
 
 

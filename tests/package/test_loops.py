@@ -161,7 +161,8 @@ async def test_the_long_poll_wake_loop_survives_a_crash(runtime: Runtime, caplog
     # At least one: the family counts every "wake" loop of the process, and one left running by an
     # earlier test in this process (the suite runs on two) may restart too. That this loop crashed
     # exactly once is its own log record, asserted below.
-    await eventually(lambda: restarts("wake") - before >= 1)
+    await eventually(lambda: waiting.done() or restarts("wake") - before >= 1)
+    assert not waiting.done(), waiting.result()  # a consume that ended (Redis timed out?) says why
     await asyncio.sleep(0.3)  # the restarted loop's BRPOP is waiting again
     await engine.publish(NS, "idle", NewJob(b"wanted"))
     jobs = await asyncio.wait_for(waiting, 3.0)

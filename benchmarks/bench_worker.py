@@ -8,7 +8,8 @@ Each round, on the same server, each in a fresh namespace purged after it:
 1. consume100_batch: --jobs jobs prefilled (bulk), then bench.py's batch ACKers (--clients
    keep-alive connections, each `GET ?count=100` then one `DELETE .../jobs?job_id=...`) drain them;
 2. the worker: --jobs jobs prefilled, then one `lmstfy-py worker` process (--concurrency, a no-op
-   handler, async or sync) drains them. Its clock starts at the first job it takes (its start-up
+   handler, async or sync; its ACKs with its consumes or, `--ack-with-consume off`, by batch
+   ACK only, "-batchack" in its name) drains them. Its clock starts at the first job it takes (its start-up
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
    handled and ACKed, end to end (polled every 20 ms).
 3. consume100_batch again.
@@ -121,14 +122,17 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
 
 @dataclass(frozen=True)
 class Variant:
-    """One worker command line of the run: its handler, and its --prefetch (None: the default)."""
+    """One worker command line of the run: its handler, its --prefetch (None: the default), and
+    whether its ACKs ride on its consumes (--ack-with-consume, the default) or go by batch ACK only."""
 
     handler: str
     prefetch: int | None
+    carry: bool = True
 
     @property
     def name(self) -> str:
-        return f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
+        name = f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
+        return name if self.carry else name + "-batchack"
 
 
 def worker_command(url: str, t: Target, concurrency: int, variant: Variant) -> list[str]:
@@ -136,6 +140,8 @@ def worker_command(url: str, t: Target, concurrency: int, variant: Variant) -> l
     more = ["--concurrency", str(concurrency), "--poll", "1", "--log-level", "warning"]  # poll: a quick stop
     if variant.prefetch is not None:
         more += ["--prefetch", str(variant.prefetch)]
+    if not variant.carry:
+        more.append("--no-ack-with-consume")
     return [*worker, "--namespace", t.ns, "--queue", QUEUE, *more]
 
 
@@ -241,7 +247,9 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     procs = Processes(server_pid, bench.redis_child(server_pid, bench.parents()))
     base = Target(data, "", "", args.clients, 0.0, 0)
     print(f"bench_worker: server pids {procs}; {bench.machine()}", flush=True)
-    variants = [Variant(h, p) for h in args.handlers for p in args.prefetch]
+    variants = [
+        Variant(h, p, carry == "on") for h in args.handlers for p in args.prefetch for carry in args.ack_with_consume
+    ]
     found = Found({"consume100_batch": [], **{v.name: [] for v in variants}}, {v.name: [] for v in variants})
 
     def batch_run(round_no: int, when: str) -> float:
@@ -298,6 +306,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=lambda s: [None if p == "default" else int(p) for p in s.split(",")],
         default=[None],
         help="the worker's --prefetch, or several (e.g. 0,64,default) run in turn each round",
+    )
+    parser.add_argument(
+        "--ack-with-consume",
+        type=lambda s: bench.names(s, ["on", "off"]),
+        default=["on"],
+        help="the worker's ACKs with its consumes (on), by batch ACK only (off), or both in turn (on,off)",
     )
     parser.add_argument("--clients", type=int, default=32, help="consume100_batch connections (and prefill's)")
     parser.add_argument(

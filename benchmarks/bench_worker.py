@@ -263,7 +263,8 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     for round_no in range(1, args.rounds + 1):
         opening = batch_run(round_no, "opening")
         runs: list[tuple[Variant, Figures]] = []
-        for variant in variants:
+        # Every other round runs the variants in the reverse order (A B, then B A): none always goes first.
+        for variant in variants if round_no % 2 else variants[::-1]:
             with fresh_namespace(base, admin, variant.name) as t:
                 figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
             found.figures[variant.name].append(figures)

@@ -14,8 +14,9 @@ Each round, on the same server, each in a fresh namespace purged after it:
    handled and ACKed, end to end (polled every 20 ms).
 3. consume100_batch again.
 It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's
-clients, or the worker process), and that CPU per job; each worker run's ratio to the mean of its
-round's two consume100_batch runs; then the medians over --rounds.
+clients, or the worker process), and that CPU per job; the consumes and batch ACKs a worker sent
+(as the server's metrics counted them, with their mean latency); each worker run's ratio to the
+mean of its round's two consume100_batch runs; then the medians over --rounds.
 """
 
 from __future__ import annotations
@@ -216,6 +217,32 @@ def check_running(proc: subprocess.Popen[bytes], deadline: float) -> None:
         raise RuntimeError(f"the worker did not drain the queue within {DRAIN_TIMEOUT_S:g} s")
 
 
+CONSUME_API, BATCH_ACK_API = "/api/:namespace/:queue", "/api/:namespace/:queue/jobs"
+METRICS_FLUSH_S = 1.2  # a server process writes its counts about once a second (metrics/pending.py)
+
+
+def requests_of(admin: str, ns: str) -> str:
+    """The consumes and batch ACKs the server counted for namespace `ns` (lmstfy's HTTP families),
+    and their mean latency as the server saw it (of 2xx answers)."""
+    time.sleep(METRICS_FLUSH_S)
+    found: dict[tuple[str, str, str], float] = {}
+    for line in httpx.get(f"{admin}/metrics", timeout=10).text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if f'namespace="{ns}"' not in name or not name.startswith("infra_lmstfy_http_"):
+            continue
+        family, labels = name.split("{", 1)
+        api = labels.split('api="', 1)[1].split('"', 1)[0]
+        method = labels.split('method="', 1)[1].split('"', 1)[0]
+        found[(family, api, method)] = found.get((family, api, method), 0.0) + float(value)
+    shown = []
+    for what, api, method in (("consumes", CONSUME_API, "GET"), ("batch ACKs", BATCH_ACK_API, "DELETE")):
+        count = found.get(("infra_lmstfy_http_http_codes", api, method), 0.0)
+        timed = found.get(("infra_lmstfy_http_latency_milliseconds_count", api, method), 0.0)
+        total_ms = found.get(("infra_lmstfy_http_latency_milliseconds_sum", api, method), 0.0)
+        shown.append(f"{what} {count:,.0f} (mean {total_ms / timed if timed else 0:.1f} ms)")
+    return ", ".join(shown)
+
+
 # -- rounds -----------------------------------------------------------------------------------------------
 
 
@@ -267,9 +294,11 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
         for variant in variants if round_no % 2 else variants[::-1]:
             with fresh_namespace(base, admin, variant.name) as t:
                 figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
+                requests = requests_of(admin, t.ns)
             found.figures[variant.name].append(figures)
             runs.append((variant, figures))
             print(f"round {round_no}: {variant.name:<16} {fmt(figures)}", flush=True)
+            print(f"round {round_no}: {variant.name:<16} requests: {requests}", flush=True)
             time.sleep(args.settle)
         # The machine's speed drifts within a round (a CPU-bound loop here varied 2x from one second
         # to the next, idle): each worker run is set against the mean of a batch run before and after.

@@ -194,6 +194,8 @@ def test_bench_worker() -> None:
         line = rf"^round 1: worker-{handler} +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* worker \d+% other \d+%"
         line += r"  \d+ µs cpu/job$"
         assert re.search(line, out, re.MULTILINE), out
+        line = rf"^round 1: worker-{handler} +requests: consumes [\d,]+ \(mean [\d.]+ ms\), batch ACKs [\d,]+ "
+        assert re.search(line, out, re.MULTILINE), out
         line = rf"^round 1: worker-{handler} +÷ consume100_batch \(mean of both\) [\d.]+$"
         assert re.search(line, out, re.MULTILINE), out
         line = rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+ \(rounds: [\d.]+\)$"

@@ -122,9 +122,7 @@ async def consume(call: Call) -> tuple[list[Job], int]:
         raise InvalidParameter("invalid queue name(s)")
     acks = ack_params.consume_acks(call.query)
     async with Throttle(call.runtime.limits, target, "consume"):
-        for queue, job_ids in acks.items():
-            await target.store.ack_many(call.ns, queue, job_ids)
-        jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count)
+        jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count, acks=acks)
         if not jobs:
             raise NoJobAvailable()
     return jobs, options.count

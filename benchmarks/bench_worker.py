@@ -8,13 +8,15 @@ Each round, on the same server, each in a fresh namespace purged after it:
 1. consume100_batch: --jobs jobs prefilled (bulk), then bench.py's batch ACKers (--clients
    keep-alive connections, each `GET ?count=100` then one `DELETE .../jobs?job_id=...`) drain them;
 2. the worker: --jobs jobs prefilled, then one `lmstfy-py worker` process (--concurrency, a no-op
-   handler, async or sync) drains them. Its clock starts at the first job it takes (its start-up
+   handler, async or sync; its ACKs with its consumes or, `--ack-with-consume off`, by batch
+   ACK only, "-batchack" in its name) drains them. Its clock starts at the first job it takes (its start-up
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
    handled and ACKed, end to end (polled every 20 ms).
 3. consume100_batch again.
 It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's
-clients, or the worker process), and that CPU per job; each worker run's ratio to the mean of its
-round's two consume100_batch runs; then the medians over --rounds.
+clients, or the worker process), and that CPU per job; the consumes and batch ACKs a worker sent
+(as the server's metrics counted them, with their mean latency); each worker run's ratio to the
+mean of its round's two consume100_batch runs; then the medians over --rounds.
 """
 
 from __future__ import annotations
@@ -121,14 +123,17 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
 
 @dataclass(frozen=True)
 class Variant:
-    """One worker command line of the run: its handler, and its --prefetch (None: the default)."""
+    """One worker command line of the run: its handler, its --prefetch (None: the default), and
+    whether its ACKs ride on its consumes (--ack-with-consume, the default) or go by batch ACK only."""
 
     handler: str
     prefetch: int | None
+    carry: bool = True
 
     @property
     def name(self) -> str:
-        return f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
+        name = f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
+        return name if self.carry else name + "-batchack"
 
 
 def worker_command(url: str, t: Target, concurrency: int, variant: Variant) -> list[str]:
@@ -136,6 +141,8 @@ def worker_command(url: str, t: Target, concurrency: int, variant: Variant) -> l
     more = ["--concurrency", str(concurrency), "--poll", "1", "--log-level", "warning"]  # poll: a quick stop
     if variant.prefetch is not None:
         more += ["--prefetch", str(variant.prefetch)]
+    if not variant.carry:
+        more.append("--no-ack-with-consume")
     return [*worker, "--namespace", t.ns, "--queue", QUEUE, *more]
 
 
@@ -210,6 +217,32 @@ def check_running(proc: subprocess.Popen[bytes], deadline: float) -> None:
         raise RuntimeError(f"the worker did not drain the queue within {DRAIN_TIMEOUT_S:g} s")
 
 
+CONSUME_API, BATCH_ACK_API = "/api/:namespace/:queue", "/api/:namespace/:queue/jobs"
+METRICS_FLUSH_S = 1.2  # a server process writes its counts about once a second (metrics/pending.py)
+
+
+def requests_of(admin: str, ns: str) -> str:
+    """The consumes and batch ACKs the server counted for namespace `ns` (lmstfy's HTTP families),
+    and their mean latency as the server saw it (of 2xx answers)."""
+    time.sleep(METRICS_FLUSH_S)
+    found: dict[tuple[str, str, str], float] = {}
+    for line in httpx.get(f"{admin}/metrics", timeout=10).text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if f'namespace="{ns}"' not in name or not name.startswith("infra_lmstfy_http_"):
+            continue
+        family, labels = name.split("{", 1)
+        api = labels.split('api="', 1)[1].split('"', 1)[0]
+        method = labels.split('method="', 1)[1].split('"', 1)[0]
+        found[(family, api, method)] = found.get((family, api, method), 0.0) + float(value)
+    shown = []
+    for what, api, method in (("consumes", CONSUME_API, "GET"), ("batch ACKs", BATCH_ACK_API, "DELETE")):
+        count = found.get(("infra_lmstfy_http_http_codes", api, method), 0.0)
+        timed = found.get(("infra_lmstfy_http_latency_milliseconds_count", api, method), 0.0)
+        total_ms = found.get(("infra_lmstfy_http_latency_milliseconds_sum", api, method), 0.0)
+        shown.append(f"{what} {count:,.0f} (mean {total_ms / timed if timed else 0:.1f} ms)")
+    return ", ".join(shown)
+
+
 # -- rounds -----------------------------------------------------------------------------------------------
 
 
@@ -241,7 +274,9 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     procs = Processes(server_pid, bench.redis_child(server_pid, bench.parents()))
     base = Target(data, "", "", args.clients, 0.0, 0)
     print(f"bench_worker: server pids {procs}; {bench.machine()}", flush=True)
-    variants = [Variant(h, p) for h in args.handlers for p in args.prefetch]
+    variants = [
+        Variant(h, p, carry == "on") for h in args.handlers for p in args.prefetch for carry in args.ack_with_consume
+    ]
     found = Found({"consume100_batch": [], **{v.name: [] for v in variants}}, {v.name: [] for v in variants})
 
     def batch_run(round_no: int, when: str) -> float:
@@ -255,12 +290,15 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     for round_no in range(1, args.rounds + 1):
         opening = batch_run(round_no, "opening")
         runs: list[tuple[Variant, Figures]] = []
-        for variant in variants:
+        # Every other round runs the variants in the reverse order (A B, then B A): none always goes first.
+        for variant in variants if round_no % 2 else variants[::-1]:
             with fresh_namespace(base, admin, variant.name) as t:
                 figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
+                requests = requests_of(admin, t.ns)
             found.figures[variant.name].append(figures)
             runs.append((variant, figures))
             print(f"round {round_no}: {variant.name:<16} {fmt(figures)}", flush=True)
+            print(f"round {round_no}: {variant.name:<16} requests: {requests}", flush=True)
             time.sleep(args.settle)
         # The machine's speed drifts within a round (a CPU-bound loop here varied 2x from one second
         # to the next, idle): each worker run is set against the mean of a batch run before and after.
@@ -298,6 +336,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=lambda s: [None if p == "default" else int(p) for p in s.split(",")],
         default=[None],
         help="the worker's --prefetch, or several (e.g. 0,64,default) run in turn each round",
+    )
+    parser.add_argument(
+        "--ack-with-consume",
+        type=lambda s: bench.names(s, ["on", "off"]),
+        default=["on"],
+        help="the worker's ACKs with its consumes (on), by batch ACK only (off), or both in turn (on,off)",
     )
     parser.add_argument("--clients", type=int, default=32, help="consume100_batch connections (and prefill's)")
     parser.add_argument(

@@ -11,7 +11,7 @@ from typing import Any, Unpack
 from lmstfy_py.client.calls import Call
 from lmstfy_py.client.core import Requests, request
 from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
-from lmstfy_py.client.routes import PublishArgs, PublishOptions, ScheduleArgs
+from lmstfy_py.client.routes import AckIds, PublishArgs, PublishOptions, ScheduleArgs
 
 
 class Methods(Requests):
@@ -44,17 +44,22 @@ class Methods(Requests):
     # -- consume and a worker's verbs --------------------------------------------------------------
 
     @request
-    def consume(self, queues: str | Sequence[str], *, ttr: float | None = None, timeout: int = 0) -> Call[Job | None]:
+    def consume(
+        self, queues: str | Sequence[str], *, ttr: float | None = None, timeout: int = 0, ack: AckIds = ()
+    ) -> Call[Job | None]:
         """Reserves the next job of the queues (the first listed wins) for `ttr` seconds, waiting up to
-        `timeout` seconds for one; None when none came."""
-        return self.routes.consume(queues, ttr, timeout, 1).then(_first)
+        `timeout` seconds for one; None when none came. `ack`: (queue, job id) pairs of the
+        namespace, at most 100, ACKed first whatever the consume finds (lmstfy-py only: Go lmstfy
+        ignores them)."""
+        return self.routes.consume(queues, ttr, timeout, 1, ack).then(_first)
 
     @request
     def consume_many(
-        self, queues: str | Sequence[str], count: int, *, ttr: float | None = None, timeout: int = 0
+        self, queues: str | Sequence[str], count: int, *, ttr: float | None = None, timeout: int = 0, ack: AckIds = ()
     ) -> Call[list[Job]]:
-        """Reserves up to `count` (1..100) jobs at once; [] when none came within `timeout`."""
-        return self.routes.consume(queues, ttr, timeout, count)
+        """Reserves up to `count` (1..100) jobs at once; [] when none came within `timeout`. `ack`:
+        as consume's."""
+        return self.routes.consume(queues, ttr, timeout, count, ack)
 
     @request
     def ack(self, queue: str, job_id: str) -> Call[None]:

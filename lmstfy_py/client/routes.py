@@ -21,6 +21,7 @@ from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats,
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
+AckIds = Sequence[tuple[str, str]]  # (queue, job id) pairs a consume ACKs first
 Catchup = Literal["one", "none"]
 
 
@@ -132,14 +133,18 @@ class Routes:
 
     # -- consume and a worker's verbs ------------------------------------------------------------
 
-    def consume(self, queues: str | Sequence[str], ttr: float | None, timeout: int, count: int) -> Call[list[Job]]:
+    def consume(
+        self, queues: str | Sequence[str], ttr: float | None, timeout: int, count: int, ack: AckIds = ()
+    ) -> Call[list[Job]]:
         names = [queues] if isinstance(queues, str) else list(queues)
         path = self._base + "/" + ",".join(quote(name, safe="") for name in names)
         params = {**duration("ttr", ttr), "timeout": str(timeout)}
         if count != 1:
             params["count"] = str(count)
+        if ack:  # lmstfy-py only: ACKed before the consume (Go lmstfy ignores it)
+            params["ack"] = ",".join(f"{queue}:{job_id}" for queue, job_id in ack)
         # A consume whose answer was lost reserved its jobs: they come back after their ttr, as
-        # at-least-once delivery allows, so a repeat loses nothing.
+        # at-least-once delivery allows, so a repeat loses nothing (nor do its ACKs, done again).
         return Call("GET", path, calls.consumed, params, wait_s=timeout)
 
     def ack(self, queue: str, job_id: str) -> Call[None]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
@@ -35,6 +35,7 @@ from lmstfy_py.store.engine_base import (
     EngineObserver,
     PumpResult,
     TimerSignal,
+    ack_call,
     index_due,
     now_ms,
     queue_keys,
@@ -118,18 +119,31 @@ class Engine(DeadLetterOps, NamespaceOps):
     # -- consume ---------------------------------------------------------------------------
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, pusher: PusherWait | None = None
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        pusher: PusherWait | None = None,
+        acks: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Job]:
         """Reserves up to `count` jobs, the queues listed first winning; long-polls up to timeout_ms,
         looking at the queues without a wake-up every WAIT_SLICE_S (a wake token may be lost with a
-        crashed process). A pusher's consume differs as `pusher` says (types.PusherWait)."""
+        crashed process). A pusher's consume differs as `pusher` says (types.PusherWait). `acks`
+        (queue -> ids) are ACKed first, in the first reserve's pipeline: one round trip (with
+        appendfsync always, one fsync: an ACK before it waited for its own; docs/PERFORMANCE.md)."""
         recheck_s = pusher.recheck_s if pusher else None
         frozen = pusher is not None
+        before = dict(acks) if acks and self.layout is None else {}
+        if acks and self.layout is not None:  # a layout's ACK has a step of its own (layout.acked)
+            for queue, job_ids in acks.items():
+                await self.ack_many(ns, queue, job_ids)
         # A layout's consume looks at its lists first: the pump's handover would skip them.
         mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None and timeout_ms > 0 else None
         try:
             jobs = await long_poll(
-                lambda _: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox),
+                lambda _: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox, before),
                 lambda left: self._wait(ns, queues, min(left, self._slice_s(recheck_s)), mailbox),
                 timeout_ms,
                 lambda: self.stopping,
@@ -142,13 +156,32 @@ class Engine(DeadLetterOps, NamespaceOps):
         return jobs
 
     async def _attempt(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool, mailbox: Mailbox | None
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        count: int,
+        frozen: bool,
+        mailbox: Mailbox | None,
+        acks: dict[str, Sequence[str]],
     ) -> list[Job]:
+        if acks:  # the first attempt (nothing can be in the mailbox yet): once
+            carried = dict(acks)
+            acks.clear()
+            calls = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in carried.items()]
+            jobs = await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen, calls)
+            for queue, job_ids in carried.items():
+                self._count_acks(ns, queue, job_ids)
+            return jobs
         if mailbox is not None:
             mailbox.waiting = False
             if mailbox.jobs:
                 return mailbox.take()
         return await self.reserve(ns, queues, ttr_ms, count, frozen)
+
+    def _count_acks(self, ns: str, queue: str, job_ids: Sequence[str]) -> None:
+        for job_id in job_ids:
+            self.observer.acked(self.pool, ns, queue, job_id)
 
     async def _wait(self, ns: str, queues: Sequence[str], seconds: float, mailbox: Mailbox | None) -> None:
         """Until a wake token, or jobs the pump hands over (store/handover.py)."""
@@ -177,10 +210,11 @@ class Engine(DeadLetterOps, NamespaceOps):
     async def reserve(self, ns: str, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool = False) -> list[Job]:
         if self.layout is not None and (jobs := await self.layout.reserve_first(ns, queues, ttr_ms, count, frozen)):
             return jobs
+        return await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen)
+
+    def _reserve_step(self, ns: str, queues: Sequence[str]) -> tuple[contract.ReserveStep, contract.ReserveKeys]:
         per_queue = tuple(key for queue in queues for key in queue_keys(ns, queue))
-        return await self.run_reserve(
-            self.scripts.reserve, contract.ReserveKeys(keys.timer(ns), per_queue), ns, queues, ttr_ms, count, frozen
-        )
+        return self.scripts.reserve, contract.ReserveKeys(keys.timer(ns), per_queue)
 
     async def run_reserve(
         self,
@@ -191,13 +225,14 @@ class Engine(DeadLetterOps, NamespaceOps):
         ttr_ms: int,
         count: int,
         frozen: bool,
+        before: Sequence[ScriptCall] = (),
     ) -> list[Job]:
         """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
-        due-index update in the same round trip."""
+        due-index update in the same round trip; `before`, script calls run first in it (ACKs)."""
         due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
-        reply, _ = await run_pipeline(self.script_client, [step.call(call_keys, args)], [index_due(ns, due)])
-        reserved = step.parse(reply)
+        answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
+        reserved = step.parse(answers[len(before)])
         if reserved:
             self.timers.scheduled(due)
         return [replies.reserved_job(ns, r) for r in reserved]
@@ -228,17 +263,8 @@ class Engine(DeadLetterOps, NamespaceOps):
         """ACKs the jobs in one script call; returns how many still existed. Each id counts as one ACK."""
         if not job_ids:
             return 0
-        call_keys = contract.AckKeys(
-            keys.timer(ns),
-            keys.ready(ns, queue),
-            keys.dead(ns, queue),
-            keys.priority(ns, queue),
-            keys.meta(ns, queue),
-            tuple(keys.job(ns, queue, job_id) for job_id in job_ids),
-        )
-        found = await self.scripts.ack(self.script_client, call_keys, contract.AckArgs(ns, queue, tuple(job_ids)))
-        for job_id in job_ids:
-            self.observer.acked(self.pool, ns, queue, job_id)
+        found = await self.scripts.ack(self.script_client, *ack_call(ns, queue, job_ids))
+        self._count_acks(ns, queue, job_ids)
         # A job lives in one layout only: the counts add up.
         return found if self.layout is None else found + await self.layout.acked(ns, queue, job_ids)
 

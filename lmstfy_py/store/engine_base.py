@@ -16,6 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py.store import keys
 from lmstfy_py.store.contracts import Scripts
+from lmstfy_py.store.contracts.jobs import AckArgs, AckKeys
 from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
 from lmstfy_py.store.handover import Handover
 from lmstfy_py.store.layout import Layout
@@ -61,6 +62,19 @@ def as_text(value: Any) -> str | None:
 def queue_keys(ns: str, queue: str) -> tuple[str, str, str, str]:
     """A queue's ready list, priority set, wake list and meta hash, as the scripts take them."""
     return keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)
+
+
+def ack_call(ns: str, queue: str, job_ids: Sequence[str]) -> tuple[AckKeys, AckArgs]:
+    """The keys and arguments of ack.lua for these ids of one queue."""
+    call_keys = AckKeys(
+        keys.timer(ns),
+        keys.ready(ns, queue),
+        keys.dead(ns, queue),
+        keys.priority(ns, queue),
+        keys.meta(ns, queue),
+        tuple(keys.job(ns, queue, job_id) for job_id in job_ids),
+    )
+    return call_keys, AckArgs(ns, queue, tuple(job_ids))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ job, Conflict (409) when it is not in the state they need; Redis errors propagat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from lmstfy_py.schedules import Schedule, ScheduleState
@@ -31,8 +31,17 @@ class JobStore(Protocol):
     ) -> list[Published]: ...
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, pusher: PusherWait | None = None
-    ) -> list[Job]: ...
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        pusher: PusherWait | None = None,
+        acks: Mapping[str, Sequence[str]] | None = None,
+    ) -> list[Job]:
+        """`acks` (queue -> job ids) are ACKed as ack_many would, before anything is reserved."""
+        ...
 
     # -- a worker's verbs on a job it reserved
     async def ack(self, ns: str, queue: str, job_id: str) -> bool: ...

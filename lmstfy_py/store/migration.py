@@ -22,7 +22,7 @@ the old pool reads empty (sizes, dead letters, timers), drop `migrate_to` (docs/
 from __future__ import annotations
 
 import operator
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from lmstfy_py.errors import NotFound
@@ -144,8 +144,17 @@ class MigrationEngine:
         ]
 
     async def consume(
-        self, ns: str, queues: Sequence[str], ttr_ms: int, timeout_ms: int, count: int, pusher: PusherWait | None = None
+        self,
+        ns: str,
+        queues: Sequence[str],
+        ttr_ms: int,
+        timeout_ms: int,
+        count: int,
+        pusher: PusherWait | None = None,
+        acks: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Job]:
+        for queue, job_ids in (acks or {}).items():  # in both pools, as ack_many
+            await self.ack_many(ns, queue, job_ids)
         source = self.new
 
         async def attempt(waited: bool) -> list[Job]:

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from lmstfy_py.errors import InvalidParameter, NoJobAvailable
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import Job, Published
-from lmstfy_py.web import params
+from lmstfy_py.web import ack_params, params
 from lmstfy_py.web.target import Target, Throttle, check_token, checked_job_id, runtime_of
 
 
@@ -111,15 +111,18 @@ async def consume(call: Call) -> tuple[list[Job], int]:
     """GET /api/{ns}/{q1}[,{q2}...]: the jobs (the queues listed first win), and the count asked.
 
     Unlike lmstfy, several queues may be consumed without a timeout, and count > 1 works
-    with several queues too.
+    with several queues too. Beyond lmstfy, `ack=QUEUE:ID,...` ACKs jobs of any queue of the
+    namespace first, as the batch ACK would: a worker's ACKs ride on its next consume. They stay
+    ACKed whatever the consume then answers; a refused request (400, 429) ACKs nothing.
     """
     queues = params.queue_list(call.ns, call.queue)
     target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token)
     options = params.consume_options(call.query, call.runtime.config.defaults)
     if not queues:
         raise InvalidParameter("invalid queue name(s)")
+    acks = ack_params.consume_acks(call.query)
     async with Throttle(call.runtime.limits, target, "consume"):
-        jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count)
+        jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count, acks=acks)
         if not jobs:
             raise NoJobAvailable()
     return jobs, options.count
@@ -133,4 +136,4 @@ async def ack(call: Call) -> None:
 async def ack_many(call: Call) -> None:
     """Beyond lmstfy: DELETE .../jobs?job_id=ID1,ID2&job_id=ID3 ACKs up to 100 jobs in one Lua call."""
     target = await _target(call)
-    await target.store.ack_many(target.ns, target.queue, params.job_ids(call.query))
+    await target.store.ack_many(target.ns, target.queue, ack_params.job_ids(call.query))

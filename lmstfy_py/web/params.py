@@ -229,22 +229,6 @@ def queue_list(ns: str, queues: str) -> list[str]:
     return names
 
 
-def job_ids(query: QueryParams) -> list[str]:
-    """Beyond lmstfy: the ids of a batch ACK, `job_id=ID1&job_id=ID2,ID3`, repeats dropped.
-
-    All are checked before any is used, so one malformed id refuses the whole batch. Empty
-    entries (a trailing comma) are skipped, as in queue lists.
-    """
-    given = [job_id for value in query.getlist("job_id") for job_id in value.split(",") if job_id]
-    if not given:
-        raise InvalidParameter("no job_id given")
-    if len(given) > MAX_CONSUME_COUNT:  # what one consume hands out
-        raise InvalidParameter(f"more than {MAX_CONSUME_COUNT} job ids")
-    if not all(ids.is_acceptable(job_id) for job_id in given):
-        raise InvalidParameter("invalid job id")
-    return list(dict.fromkeys(given))
-
-
 def request_token(request: Request) -> str:
     return request.headers.get("x-token") or _first(request.query_params, "token") or ""
 

@@ -5,7 +5,13 @@ one: a busy worker sends one ACK per 100 jobs, not one per consume. A round that
 away) is sent again with backoff, so an ACK is never dropped for an outage; if it still cannot
 be sent when the worker stops, its job is delivered again after its ttr (at least once, never
 lost). A stop lets the round in flight finish (`close`): cancelled, a round's ids were gone
-before its requests were written, and its jobs stayed reserved until their ttr."""
+before its requests were written, and its jobs stayed reserved until their ttr.
+
+With `carry` (lmstfy-py's consume that ACKs, on by default), the worker's consumes take up to 100
+waiting ids each (`consume`): a busy worker then sends one request per batch, and a round sends
+only what no consume took within its linger (the consumes are long-polling, or stopped). A
+consume that fails puts its ids back (sent again, by a consume or a round); one refused is logged
+as a refused round is. Ids are added once their handler finished, so none is ACKed before."""
 
 from __future__ import annotations
 
@@ -13,8 +19,9 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 
-from lmstfy_py.client import AsyncClient, LmstfyError, Throttled, Unavailable
+from lmstfy_py.client import AsyncClient, Job, LmstfyError, Throttled, Unavailable
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.client.routes import ACK_BATCH
 
@@ -25,23 +32,35 @@ MAX_BACKOFF_S = 5.0
 # How long a round waits for more ids: far below any ttr, and it halved the ACK requests of a busy
 # worker (a consume hands out at most the worker's free slots, often fewer than 100).
 LINGER_S = 0.01
+# With `carry`: a round waits this long after the last consume that took ids. Longer than the gap
+# between a busy worker's consumes (10-20 ms measured, more on a loaded machine), so that a round
+# sends only what the consumes are not about to carry; still far below any ttr.
+CARRY_LINGER_S = 0.05
+# With `carry`, a queue's ids go at once by batch ACK only past this many: more than the worker's
+# six consumes in flight carry. Sending each 100 at once cost a busy worker one batch ACK per five
+# consumes (bench_worker.py, 50,000 jobs: 112 batch ACKs for 536 consumes).
+CARRY_FULL = 6 * ACK_BATCH
 
 
 class AckBatcher:
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: AsyncClient, carry: bool = False) -> None:
         self._client = client
+        self._carry = carry
+        self._linger = CARRY_LINGER_S if carry else LINGER_S
         self._pending: defaultdict[str, list[str]] = defaultdict(list)  # queue -> job ids
         self._wake = asyncio.Event()
-        self._full = asyncio.Event()  # some queue has a whole batch waiting
+        self._full = asyncio.Event()  # some queue has `_full_at` ids waiting
+        self._full_at = CARRY_FULL if carry else ACK_BATCH
         self._failures = 0  # rounds failed in a row
         self._closed = asyncio.Event()
         self.sent = 0  # jobs ACKed so far
+        self.carries = 0  # consumes that carried ids
 
     def add(self, queue: str, job_id: str) -> None:
         ids = self._pending[queue]
         ids.append(job_id)
         self._wake.set()
-        if len(ids) >= ACK_BATCH:
+        if len(ids) >= self._full_at:
             self._full.set()
 
     @property
@@ -54,9 +73,12 @@ class AckBatcher:
             await self._wake.wait()
             lingered = not self._full.is_set()
             if lingered:
+                carries = self.carries
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), LINGER_S)
+                    await asyncio.wait_for(self._full.wait(), self._linger)
                     lingered = False
+                if lingered and self.carries != carries and not self._closed.is_set():
+                    continue  # a consume took ids meanwhile: those that came since wait a whole linger
             if self._closed.is_set():
                 return
             self._wake.clear()
@@ -99,6 +121,57 @@ class AckBatcher:
         if self._pending:
             self._wake.set()
         return batches
+
+    async def consume(
+        self, consumer: AsyncClient, queues: Sequence[str], count: int, ttr: float, timeout: int
+    ) -> list[Job]:
+        """`consumer.consume_many`, carrying the ACKs waiting when `carry` is on."""
+        carried = self._carried() if self._carry else []
+        try:
+            jobs = await consumer.consume_many(queues, count, ttr=ttr, timeout=timeout, ack=carried)
+        except (Unavailable, Throttled):
+            self._put_back(carried)
+            raise
+        except LmstfyError as exc:
+            if carried:
+                log.error(
+                    "ACK of %d job(s) refused with a consume: %s; they will be delivered again", len(carried), exc
+                )
+            raise
+        except BaseException:  # cancelled, or a failure of the client itself: ACKed or not, unknown
+            self._put_back(carried)
+            raise
+        self.sent += len(carried)
+        return jobs
+
+    def _carried(self) -> list[tuple[str, str]]:
+        """Up to ACK_BATCH waiting ids, of any queues, oldest first; the rest stays."""
+        taken: list[tuple[str, str]] = []
+        for queue, ids in list(self._pending.items()):
+            cut = ACK_BATCH - len(taken)
+            taken += [(queue, job_id) for job_id in ids[:cut]]
+            if cut < len(ids):
+                self._pending[queue] = ids[cut:]
+                break
+            del self._pending[queue]
+        if not self._any_full():
+            self._full.clear()
+        if not self._pending:
+            self._wake.clear()
+        self.carries += bool(taken)
+        return taken
+
+    def _any_full(self) -> bool:
+        return any(len(ids) >= self._full_at for ids in self._pending.values())
+
+    def _put_back(self, carried: list[tuple[str, str]]) -> None:
+        """Ids a consume could not deliver, first in line again (an ACK sent twice does no harm)."""
+        for queue, job_id in reversed(carried):
+            self._pending[queue].insert(0, job_id)
+        if carried:
+            self._wake.set()
+            if self._any_full():
+                self._full.set()
 
     async def _round(self, whole_only: bool = False) -> bool:
         batches = self._take(whole_only)

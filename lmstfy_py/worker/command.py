@@ -58,6 +58,12 @@ USAGE_ERROR = 2
     default=2,
     help="Long-poll wait in seconds; a stop waits for the long-polls in flight.",
 )
+@click.option(
+    "--ack-with-consume/--no-ack-with-consume",
+    default=True,
+    help="ACK finished jobs with the next consume (one request per batch); off for an lmstfy-py"
+    " from before that (it would ignore them: jobs delivered again after their ttr).",
+)
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Serve Prometheus metrics on this port.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
 def worker(
@@ -72,6 +78,7 @@ def worker(
     count: int | None,
     grace: float,
     poll: int,
+    ack_with_consume: bool,
     metrics_port: int | None,
     log_level: str,
 ) -> None:
@@ -103,6 +110,7 @@ def worker(
             grace=grace,
             poll=poll,
             metrics_port=metrics_port,
+            ack_with_consume=ack_with_consume,
         )
     except (HandlerNotFound, ValueError) as exc:
         _fail(str(exc), USAGE_ERROR)

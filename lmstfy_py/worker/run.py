@@ -6,7 +6,8 @@
   of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
   (pace.py). While every slot has a job in hand, a fetcher waits until room for half a consume
   is free: asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
-- A handler that returns has its job ACKed in a batch (acks.py); one that raises `Bury` buries
+- A handler that returns has its job ACKed in a batch (acks.py), carried by the next consume
+  where it can; one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
 - The lease keeper touches the running jobs held past half their ttr. A job still waiting for a
@@ -73,6 +74,7 @@ class Settings:
     poll: int
     timeout: float  # of each request: how long the stop waits for settling releases
     async_handler: bool
+    ack_with_consume: bool = True  # finished jobs' ACKs ride on the next consume (acks.py)
 
 
 @dataclass(eq=False, slots=True)
@@ -112,7 +114,7 @@ class Run:
         self.call = call
         self.metrics = metrics
         self.loop = asyncio.get_running_loop()
-        self.acks = AckBatcher(client)
+        self.acks = AckBatcher(client, carry=settings.ack_with_consume)
         self.running: set[Running] = set()
         self.waiting: deque[Running] = deque()  # reserved, their handlers not started: the prefetch
         self.requested = 0  # jobs asked for by the consumes in flight
@@ -209,7 +211,7 @@ class Run:
             self.requested += count
             sent = self.loop.time()
             try:
-                jobs = await consumer.consume_many(self.w.queues, count, ttr=self.w.ttr, timeout=self.w.poll)
+                jobs = await self.acks.consume(consumer, self.w.queues, count, self.w.ttr, self.w.poll)
             except (Unavailable, Throttled) as exc:
                 # Any other error (401, 404 pool not found, 400) will not pass by itself: it stops the worker.
                 failures += 1

@@ -30,7 +30,9 @@ class Worker:
     (pace.py). `ttr` is the reservation of each job (touched while its handler runs); `count`
     caps a consume (default 100, the most the server gives; a consume asks for at most the free
     room); `grace` is what in-flight handlers get at a stop; `poll` the long-poll wait in
-    seconds; `metrics_port` serves Prometheus metrics (metrics.py).
+    seconds; `metrics_port` serves Prometheus metrics (metrics.py). `ack_with_consume` sends the
+    ACKs of finished jobs with the next consume (lmstfy-py's `ack` parameter): off, they go only
+    by batch ACK, for a server from before that parameter (which would ignore it).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class Worker:
         poll: int = 2,
         timeout: float = 30.0,
         metrics_port: int | None = None,
+        ack_with_consume: bool = True,
     ) -> None:
         self.handler = handler
         self.url, self.token, self.namespace = url, token, namespace
@@ -61,6 +64,7 @@ class Worker:
         self.poll = poll
         self.timeout = timeout
         self.metrics_port = metrics_port
+        self.ack_with_consume = ack_with_consume
         self.tally = Tally()
         self._check()
         self._active: tuple[asyncio.AbstractEventLoop, Run] | None = None
@@ -125,6 +129,7 @@ class Worker:
             self.poll,
             self.timeout,
             is_async(self.handler),
+            self.ack_with_consume,
         )
 
     def stop(self) -> None:

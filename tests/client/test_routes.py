@@ -77,6 +77,17 @@ def test_ack_many_acks_more_than_one_batch(client: Client) -> None:
     assert client.stats("q") == QueueStats(ready=0, delayed=0, reserved=0, dead=0, paused=False)
 
 
+def test_a_consume_acks_the_jobs_it_is_given_first(client: Client) -> None:
+    done = [client.publish("q1", b"a"), client.publish("q2", b"b"), client.publish("q1", b"c", job_id="order:7")]
+    assert len(client.consume_many(["q1", "q2"], 10, ttr=30)) == 3
+    waiting = client.publish("q1", b"next")
+    acked = [("q1", done[0]), ("q2", done[1]), ("q1", "order:7")]
+    assert [job.id for job in client.consume_many("q1", 10, ttr=30, ack=acked)] == [waiting]
+    assert all(client.peek_job(queue, job_id) is None for queue, job_id in acked)
+    assert client.consume("q1", ack=[("q1", waiting)]) is None  # ACKed though nothing came
+    assert client.stats("q1") == QueueStats(ready=0, delayed=0, reserved=0, dead=0, paused=False)
+
+
 def test_worker_verbs_release_touch_bury(client: Client) -> None:
     client.publish("q", b"x", tries=3, backoff="exponential", backoff_ms=60_000)
     job = client.consume("q", ttr=30)
@@ -153,6 +164,10 @@ async def test_the_async_client_speaks_the_same(aclient: AsyncClient, namespace:
     again = await aclient.consume("q", timeout=1)
     assert again is not None
     await aclient.ack_many("q", [again.id])
+    assert await aclient.stats("q") == QueueStats(0, 0, 0, 0, False)
+    job_id = await aclient.publish("q", b"acked by a consume")
+    assert [job.id for job in await aclient.consume_many("q", 5, ttr=10)] == [job_id]
+    assert await aclient.consume_many("q", 5, ack=[("q", job_id)]) == []
     assert await aclient.stats("q") == QueueStats(0, 0, 0, 0, False)
 
 

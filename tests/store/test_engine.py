@@ -58,6 +58,22 @@ async def test_publish_consume_ack_leaves_nothing(engine: Engine) -> None:
         await engine.peek_job(NS, Q, job_id)
 
 
+async def test_a_consume_acks_first_then_waits(engine: Engine) -> None:
+    done = [(await engine.publish(NS, queue, NewJob(b"x"))).job_id for queue in (Q, "q2", Q)]
+    assert len(await engine.consume(NS, [Q, "q2"], 60_000, 0, 3)) == 3
+    waiting = asyncio.create_task(
+        engine.consume(NS, [Q], 60_000, timeout_ms=3000, count=1, acks={Q: [done[0], done[2]], "q2": [done[1]]})
+    )
+    for _ in range(100):  # ACKed before the long-poll waits, not when it answers
+        if await engine.timer_size(NS) == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert await engine.timer_size(NS) == 0 and not waiting.done()
+    assert await keyspace(engine) <= {keys.queues(NS), keys.meta(NS, Q), keys.meta(NS, "q2"), keys.wake(NS, Q)}
+    later = (await engine.publish(NS, Q, NewJob(b"later"))).job_id
+    assert [job.job_id for job in await waiting] == [later]
+
+
 async def test_ack_of_a_ready_job_removes_its_element(engine: Engine) -> None:
     job_id = (await engine.publish(NS, Q, NewJob(b"x"))).job_id
     assert await engine.ack(NS, Q, job_id)

@@ -254,6 +254,16 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
     assert lmstfy.client.zcard(TIMER_SET) == 0
 
 
+@pytest.mark.usefixtures("mover")
+async def test_a_consume_that_acks_a_job_lmstfy_delivered_makes_it_final(store: Engine, lmstfy: LmstfyPool) -> None:
+    lmstfy.publish(NS, "q", b"in flight")
+    taken = lmstfy.reserve(NS, ["q"], ttr=1)
+    assert taken is not None
+    # A layout's ACK has a step of its own: the consume runs it before reserving.
+    assert await store.consume(NS, ["q"], 60_000, 2_500, 1, acks={"q": [taken.job_id]}) == []
+    assert (lmstfy.client.exists(job_key(NS, "q", taken.job_id)), lmstfy.client.zcard(TIMER_SET)) == (0, 0)
+
+
 async def test_a_reservation_is_ended_only_through_the_server_that_made_it(
     store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover, pump: Pump
 ) -> None:

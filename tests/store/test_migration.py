@@ -163,6 +163,14 @@ async def test_ack_many_finds_jobs_in_both_pools(
     assert await migrating.ack_many(NS, Q, [legacy, fresh]) == 0
 
 
+async def test_a_consume_acks_first_in_both_pools(
+    migrating: MigrationEngine, old: Engine, new: Engine, legacy: str, fresh: str
+) -> None:
+    other = (await old.publish(NS, "other", NewJob(b"x"))).job_id
+    assert await migrating.consume(NS, ["empty"], 60_000, 0, 10, acks={Q: [legacy, fresh], "other": [other]}) == []
+    assert not await holds(old, legacy) and not await holds(new, fresh) and not await holds(old, other, "other")
+
+
 async def test_peek_queue_shows_the_old_pools_head_first(migrating: MigrationEngine, legacy: str, fresh: str) -> None:
     assert (await migrating.peek_queue(NS, Q)).job_id == legacy
     await migrating.ack(NS, Q, legacy)

@@ -221,6 +221,14 @@ CONSUMES = {
     "count over 100": {"count": 101},
     "empty": {"timeout": 0},
     "empty after a wait": {"timeout": 1},
+    "ack, then empty": {"ack": "q:missing-1,other:a:b", "timeout": 0},
+    "ack, empty value": {"ack": ""},
+    "ack, empty entry": {"ack": "q:a,"},
+    "ack, no colon": {"ack": "a"},
+    "ack, bad queue": {"ack": "q.x:a"},
+    "ack, bad id": {"ack": "q:b@d"},
+    "ack, 101 ids": {"ack": ",".join(f"q:j{i}" for i in range(101))},
+    "ack and a bad count": {"ack": "a", "count": 0},
 }
 
 
@@ -251,7 +259,15 @@ async def test_consume_and_ack(pair: Pair) -> None:
         query = {"job_id": [f"{job_id},missing-1", job_id]}
         return await client.delete(f"/api/{NS}/q/jobs", params=query, headers=_auth(token))
 
+    async def acking(client: httpx.AsyncClient, _: Runtime, token: str) -> httpx.Response:
+        for body in (b"a", b"b"):
+            await client.put(f"/api/{NS}/q", content=body, headers=_auth(token))
+        job_id = (await client.get(f"/api/{NS}/q", params={"ttr": 30}, headers=_auth(token))).json()["job_id"]
+        query = [("ack", f"q:{job_id},q2:missing-1"), ("ack", f"q:{job_id}"), ("ttr", "30")]
+        return await client.get(f"/api/{NS}/q", params=query, headers=_auth(token))
+
     assert (await _same(pair, one)).status_code == 200
+    assert (await _same(pair, acking)).status_code == 200
     assert (await _same(pair, many)).status_code == 200
     assert (await _same(pair, ack)).headers["x-request-id"] == "r-1"
     assert (await _same(pair, ack_many)).status_code == 204
@@ -402,6 +418,8 @@ LOGGED = {
     "unknown pool": _publish(X_Token="nopool:abc", X_Request_ID="same-id"),
     "consume": _after_a_publish(_with_token("GET", f"/api/{NS}/q", {"ttr": 5}, X_Request_ID="same-id")),
     "empty consume": _with_token("GET", f"/api/{NS}/empty", X_Request_ID="same-id"),
+    "acking consume": _after_a_publish(_with_token("GET", f"/api/{NS}/q", {"ack": "q:j1"}, X_Request_ID="same-id")),
+    "refused ack": _with_token("GET", f"/api/{NS}/q", {"ack": "j1"}, X_Request_ID="same-id"),
     "ack": _with_token("DELETE", f"/api/{NS}/q/job/j1", X_Request_ID="same-id"),
     "batch ack": _with_token("DELETE", f"/api/{NS}/q/jobs", {"job_id": "j1"}, X_Request_ID="same-id"),
     "oversize": _publish(body=BIG, X_Request_ID="same-id"),

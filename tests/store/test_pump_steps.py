@@ -23,9 +23,7 @@ async def test_a_pump_call_moves_what_came_due_before_it_ended(engine: Engine) -
     assert job.job_id == job_id
 
 
-async def test_a_planned_namespace_emptied_elsewhere_is_dropped_and_the_next_served(
-    engine: Engine, pump: Pump
-) -> None:
+async def test_a_planned_namespace_emptied_elsewhere_is_dropped_and_the_next_served(engine: Engine, pump: Pump) -> None:
     await engine.publish("gone", "q", NewJob(b"never", delay_ms=300))
     later = (await engine.publish("kept", "q", NewJob(b"later", delay_ms=600))).job_id
     await asyncio.sleep(0.1)  # the pump sleeps now, planning to serve "gone" at its due time

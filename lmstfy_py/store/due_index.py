@@ -4,7 +4,9 @@ scheduler (store/scheduler.py) are both one.
 It does not tick. The index (a zset: namespace -> its earliest due ms) tells which namespaces
 are due; the loop serves those (`serve`), then sleeps until the index's earliest due time,
 capped at `max_sleep_s` so that what other processes schedule is seen within that cap, and is
-woken early by what this process schedules (`schedule`). A sweep every `sweep_every_s`
+woken early by what this process schedules (`schedule`). A sleep that ends at the due time it
+planned for serves that namespace at once; each namespace served costs its `serve` and one more
+round trip (docs/PERFORMANCE.md, "Where a late job's time goes"). A sweep every `sweep_every_s`
 re-derives the index from every namespace, repairing what a crash between a script and its
 index update could leave. Several processes may run the same loop on one pool: each step on a
 namespace is one atomic script, so nothing is done twice. It runs as a tasks.Loop: while Redis

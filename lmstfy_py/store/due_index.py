@@ -4,7 +4,9 @@ scheduler (store/scheduler.py) are both one.
 It does not tick. The index (a zset: namespace -> its earliest due ms) tells which namespaces
 are due; the loop serves those (`serve`), then sleeps until the index's earliest due time,
 capped at `max_sleep_s` so that what other processes schedule is seen within that cap, and is
-woken early by what this process schedules (`schedule`). A sweep every `sweep_every_s`
+woken early by what this process schedules (`schedule`). A sleep that ends at the due time it
+planned for serves that namespace at once; each namespace served costs its `serve` and one more
+round trip (docs/PERFORMANCE.md, "Where a late job's time goes"). A sweep every `sweep_every_s`
 re-derives the index from every namespace, repairing what a crash between a script and its
 index update could leave. Several processes may run the same loop on one pool: each step on a
 namespace is one atomic script, so nothing is done twice. It runs as a tasks.Loop: while Redis
@@ -19,11 +21,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from redis.asyncio.cluster import RedisCluster
+
 from lmstfy_py import tasks
 from lmstfy_py.store.engine import Engine, now_ms
-from lmstfy_py.store.pipelined import PipelinedRedis
+from lmstfy_py.store.scripts import Command
 
-DUE_BATCH = 100  # due namespaces one look at the index takes
+DUE_BATCH = 100  # due namespaces one step serves at most
+
+Head = tuple[bytes, float]  # an index entry: a namespace and its earliest due ms
 
 
 class DueIndexLoop(tasks.OneLoop, abc.ABC):
@@ -42,6 +48,7 @@ class DueIndexLoop(tasks.OneLoop, abc.ABC):
         # meanwhile makes the next sleep not happen.
         self._planned_ms: float = math.inf
         self._next_sweep = 0.0
+        self._plan: Head | None = None  # the index entry the coming sleep ends for
         self.loop = tasks.Loop(kind, self._step, engine.pool)
 
     @abc.abstractmethod
@@ -63,46 +70,62 @@ class DueIndexLoop(tasks.OneLoop, abc.ABC):
 
     async def tick(self) -> float:
         """Serves the due namespaces; returns how long to sleep. Idle, it costs one command."""
-        head = await self._index_head()
-        next_ms = head[0][1] if head else math.inf
-        now = self.clock()
-        if next_ms <= now:
-            # The earliest namespace at once: its jobs move one round trip sooner than if the list
-            # of every due namespace were fetched first (the common case: one namespace is due).
-            await self.serve_namespace(head[0][0].decode(), now)
-            due = cast(list[bytes], await self.redis.zrangebyscore(self.index, "-inf", now, start=0, num=DUE_BATCH))
-            for ns in due:
-                await self.serve_namespace(ns.decode(), now)
-            next_ms = 0  # look at the index again at once: more may have come due meanwhile
+        plan, self._plan = self._plan, None
+        # Woken for the namespace it planned to serve: at it at once, without reading the index
+        # first (a round trip behind every other client's commands, which the due jobs would wait
+        # for). Should the plan be stale, serving finds nothing, and the index read after it corrects it.
+        head = plan if plan is not None and plan[1] <= self.clock() else await self._index_head()
+        served = 0
+        while head is not None and head[1] <= self.clock() and served < DUE_BATCH:
+            head = await self.serve_namespace(head[0], self.clock())
+            served += 1
         if time.monotonic() >= self._next_sweep:
             await self.sweep()
             self._next_sweep = time.monotonic() + self.sweep_every_s
+        if head is None:
+            return self.max_sleep_s
         # Against the wall clock to the microsecond where it is the real one: the whole
         # milliseconds of clock() would make every sleep end up to a millisecond late.
         now_exact = time.time() * 1000 if self.clock is now_ms else self.clock()
-        return max(0.0, min(self.max_sleep_s, (next_ms - now_exact) / 1000))
+        sleep_s = max(0.0, (head[1] - now_exact) / 1000)
+        if sleep_s <= self.max_sleep_s:
+            self._plan = head
+        return min(self.max_sleep_s, sleep_s)
 
-    async def _index_head(self) -> list[tuple[bytes, float]]:
+    async def _index_head(self) -> Head | None:
         """The index's earliest entry. On a standalone pool through the auto-pipelined client of the
         job steps: a quarter of redis-py's cost per command (63 against 249 µs, measured), which is
         how late a due job starts moving."""
-        client = self.engine.script_client
-        if isinstance(client, PipelinedRedis):
-            return _pairs(await client.execute_command("ZRANGE", self.index, 0, 0, "WITHSCORES"))
-        return cast(list[tuple[bytes, float]], await self.redis.zrange(self.index, 0, 0, withscores=True))
+        [head] = await self._in_order([("ZRANGE", self.index, 0, 0, "WITHSCORES")])
+        return _first(head)
 
-    async def serve_namespace(self, ns: str, now: int) -> None:
-        next_due = await self.serve(ns, now)
+    async def serve_namespace(self, ns: bytes, now: int) -> Head | None:
+        """Serves one namespace and sets its index entry; returns the index's earliest entry after that."""
+        next_due = await self.serve(ns.decode(), now)
         # Set the index to the next due time, then look again: something scheduled after `serve`
         # looked, whose index update (ZADD LT) landed before our set, would otherwise wait for
-        # the sweep.
-        if next_due == -1:
-            await self.redis.zrem(self.index, ns)
-        else:
-            await self.redis.zadd(self.index, {ns: next_due})
-        again = _head(await self.redis.zrange(self.due_key(ns), 0, 0, withscores=True))
-        if again != -1 and (next_due == -1 or again < next_due):
-            await self.redis.zadd(self.index, {ns: again}, lt=True)
+        # the sweep. The set, the look and the index read in one round trip where they run in order.
+        update = ("ZREM", self.index, ns) if next_due == -1 else ("ZADD", self.index, next_due, ns)
+        look = ("ZRANGE", self.due_key(ns.decode()), 0, 0, "WITHSCORES")
+        _, again_found, head_found = await self._in_order([update, look, ("ZRANGE", self.index, 0, 0, "WITHSCORES")])
+        head, again = _first(head_found), _first(again_found)
+        if again is not None and (next_due == -1 or again[1] < next_due):
+            await self.redis.zadd(self.index, {ns: again[1]}, lt=True)
+            if head is None or again[1] < head[1]:
+                head = (ns, again[1])
+        return head
+
+    async def _in_order(self, commands: Sequence[Command]) -> list[Any]:
+        """The commands' replies, each command run after the one before: one pipeline on a client
+        with one connection per pipeline (the auto-pipelined one, redis-py's standalone and
+        sentinel), one after another on a cluster, whose pipeline runs each node's part apart."""
+        client = self.engine.script_client
+        if isinstance(client, RedisCluster):
+            return [await client.execute_command(*command) for command in commands]
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return cast(list[Any], await pipe.execute())
 
     async def sweep(self) -> None:
         namespaces = await self.engine.namespaces()
@@ -123,10 +146,11 @@ async def index_heads(redis: Any, index: str, namespaces: Sequence[str], due_key
     await pipe.execute()
 
 
-def _pairs(flat: Any) -> list[tuple[bytes, float]]:
-    """A ZRANGE ... WITHSCORES reply as sent (member, score, member, score ...) as pairs."""
-    return [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
-
-
-def _head(found: Any) -> int:
-    return int(found[0][1]) if found else -1
+def _first(found: Any) -> Head | None:
+    """The first entry of a ZRANGE ... WITHSCORES reply: as sent (member, score ...), or as redis-py
+    pairs it where it knows the option (a cluster's execute_command)."""
+    if not found:
+        return None
+    if isinstance(found[0], (list, tuple)):
+        return bytes(found[0][0]), float(found[0][1])
+    return bytes(found[0]), float(found[1])

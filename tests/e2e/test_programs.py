@@ -44,6 +44,7 @@ RUN_BY = {
     "benchmarks/bench_request_paths.py": "tests/e2e/test_programs.py::test_bench_request_paths",
     "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
     "benchmarks/bench_timer_handover.py": "tests/e2e/test_programs.py::test_bench_timer_handover",
+    "benchmarks/timer_stages.py": "tests/e2e/test_programs.py::test_timer_stages",
     "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
     "benchmarks/crash_test.py": "tests/e2e/test_programs.py::test_crash_test",
     "benchmarks/redis_kill_loss.py": "tests/e2e/test_programs.py::test_redis_kill_loss",
@@ -186,6 +187,13 @@ def test_bench_timer_handover() -> None:
     out = ok(run("benchmarks/bench_timer_handover.py", "--pairs", "1", "--jobs", "5", "--consumers", "2"))
     assert re.search(r"== idle \S+: median p50 [0-9.]+ ms, p99 [0-9.]+ ms, early \d+", out), out
     assert re.search(r"== load \S+: median p50 [0-9.]+ ms, p99 [0-9.]+ ms, early \d+", out), out
+
+
+def test_timer_stages() -> None:
+    out = ok(run("benchmarks/timer_stages.py", "--pairs", "1", "--jobs", "5", "--consumers", "2"))
+    late = r'"late": \[[0-9.]+, [0-9.]+\]'
+    for load in ("idle", "load"):
+        assert re.search(rf"== {load} \S+: p50/p99 medians \{{{late}.*\}}, other cores ", out), out
 
 
 def test_bench_worker() -> None:

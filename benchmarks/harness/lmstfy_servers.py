@@ -142,7 +142,13 @@ class Server:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.redis_pid, self._children = 0, {}
         with open(self.stdout_path, "ab") as stdout, open(self.stderr_path, "ab") as stderr:
-            self.proc = subprocess.Popen(self.command(*more), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+            self.proc = subprocess.Popen(
+                self.command(*more),
+                stdin=subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                preexec_fn=_as_from_a_terminal,
+            )
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         proc = self._proc()
@@ -248,6 +254,13 @@ def started_together(servers: Sequence[S]) -> Iterator[Sequence[S]]:
     finally:
         for server in servers:
             server.cleanup()
+
+
+def _as_from_a_terminal() -> None:
+    """A runner started in the background (a shell's `&`, and so pytest-xdist's workers and what they
+    start) has SIGINT ignored, and `serve` keeps an ignored SIGINT ignored, as nohup wants: the
+    server is started as an operator's terminal would start it, Ctrl-C stopping it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def serve_command() -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.bench import cpu_seconds
 from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py import ids
 
@@ -57,14 +58,6 @@ class Round:
             f"p99 {self.percentile(0.99):.0f} ms, max {max(self.late_ms, default=0)} ms; CPU per fire "
             f"server {self.server_cpu_s * per_fire:.0f} us, redis {self.redis_cpu_s * per_fire:.0f} us"
         )
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager

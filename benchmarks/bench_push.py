@@ -35,6 +35,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.bench import cpu_seconds
 from benchmarks.harness.lmstfy_servers import Server, create_token, free_port
 
 NS = "bench-push"
@@ -83,14 +84,6 @@ class Round:
             f"server {self.server_cpu_s * per_job:.0f} us, redis {self.redis_cpu_s * per_job:.0f} us, "
             f"endpoint {self.endpoint_cpu_s * per_job:.0f} us; CPU other {100 * self.other_cpu_s / self.seconds:.0f}%"
         )
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Endpoint:

@@ -244,6 +244,17 @@ async def standalone_runtime(redis_url: str) -> AsyncIterator[Runtime]:
 
 
 @pytest.fixture
+async def standalone_web_runtime(redis_url: str) -> AsyncIterator[Runtime]:
+    """A Runtime on the standalone test Redis without pumps and schedulers: for tests of the web
+    layer alone, whose answers do not depend on the backend."""
+    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+@pytest.fixture
 def two_lmstfy_servers(tmp_path: Path, redis_url: str, http_server: str) -> Iterator[tuple[Server, Server]]:
     """Two `lmstfy-py serve` processes on the standalone test Redis, started together."""
     servers = (

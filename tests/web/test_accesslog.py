@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -27,13 +27,9 @@ OUTPUT_TIMEOUT = 15.0
 
 
 @pytest.fixture
-async def runtime(redis_url: str) -> AsyncIterator[Runtime]:
+def runtime(standalone_web_runtime: Runtime) -> Runtime:
     # The log does not depend on the backend: standalone only.
-    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
-    try:
-        yield started
-    finally:
-        await started.stop()
+    return standalone_web_runtime
 
 
 @pytest.fixture

@@ -209,12 +209,8 @@ async def test_the_data_plane_ignores_admin_accounts(secured: Runtime) -> None:
 
 
 @pytest.fixture
-async def open_runtime(redis_url: str) -> AsyncIterator[Runtime]:
-    runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
-    try:
-        yield runtime
-    finally:
-        await runtime.stop()
+def open_runtime(standalone_web_runtime: Runtime) -> Runtime:
+    return standalone_web_runtime
 
 
 @pytest.mark.parametrize(("method", "path", "answer"), ANSWERS)

@@ -49,13 +49,9 @@ class Pair:
 
 
 @pytest.fixture
-async def runtime(redis_url: str) -> AsyncIterator[Runtime]:
+def runtime(standalone_web_runtime: Runtime) -> Runtime:
     # Both paths make the same store calls: the backend changes nothing here, standalone only.
-    started = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}), run_pumps=False)
-    try:
-        yield started
-    finally:
-        await started.stop()
+    return standalone_web_runtime
 
 
 async def _pair(runtime: Runtime) -> AsyncIterator[Pair]:

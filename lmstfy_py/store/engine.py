@@ -135,7 +135,7 @@ class Engine(DeadLetterOps, NamespaceOps):
         appendfsync always, one fsync: an ACK before it waited for its own; docs/PERFORMANCE.md)."""
         recheck_s = pusher.recheck_s if pusher else None
         frozen = pusher is not None
-        before = dict(acks) if acks and self.layout is None else {}
+        carried = acks if self.layout is None else None  # with the first attempt's reserve
         if acks and self.layout is not None:  # a layout's ACK has a step of its own (layout.acked)
             for queue, job_ids in acks.items():
                 await self.ack_many(ns, queue, job_ids)
@@ -143,7 +143,7 @@ class Engine(DeadLetterOps, NamespaceOps):
         mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None and timeout_ms > 0 else None
         try:
             jobs = await long_poll(
-                lambda _: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox, before),
+                lambda waited: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox, None if waited else carried),
                 lambda left: self._wait(ns, queues, min(left, self._slice_s(recheck_s)), mailbox),
                 timeout_ms,
                 lambda: self.stopping,
@@ -163,14 +163,12 @@ class Engine(DeadLetterOps, NamespaceOps):
         count: int,
         frozen: bool,
         mailbox: Mailbox | None,
-        acks: dict[str, Sequence[str]],
+        acks: Mapping[str, Sequence[str]] | None,
     ) -> list[Job]:
-        if acks:  # the first attempt (nothing can be in the mailbox yet): once
-            carried = dict(acks)
-            acks.clear()
-            calls = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in carried.items()]
+        if acks:  # only the first attempt carries them (nothing can be in the mailbox yet)
+            calls = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acks.items()]
             jobs = await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen, calls)
-            for queue, job_ids in carried.items():
+            for queue, job_ids in acks.items():
                 self._count_acks(ns, queue, job_ids)
             return jobs
         if mailbox is not None:

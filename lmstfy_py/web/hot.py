@@ -25,12 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from lmstfy_py import logs
-from lmstfy_py.errors import BodyTooLarge
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import accesslog, answers, data, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
@@ -135,30 +133,9 @@ class HotRoutes:
 
 def _body(receive: Receive, declared: str | None) -> Callable[[], Awaitable[bytes]]:
     async def read() -> bytes:
-        return await read_body(receive, declared)
+        return await params.read_body_from(receive, declared)
 
     return read
-
-
-async def read_body(receive: Receive, declared: str | None) -> bytes:
-    """params.read_body's answer to the same messages, read as Starlette's Request.stream reads them,
-    without a Request and its async generator (tests/web/test_hot.py compares the two)."""
-    if declared is not None and params._DIGITS.fullmatch(declared) and int(declared) > params.MAX_BODY:
-        raise BodyTooLarge("body too large")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.request":
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > params.MAX_BODY:
-                raise BodyTooLarge("body too large")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-        elif message["type"] == "http.disconnect":
-            raise ClientDisconnect()
 
 
 # A hot route's answer: status, headers, body.

@@ -16,7 +16,8 @@ from typing import NoReturn
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers, QueryParams
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
+from starlette.types import Receive
 
 from lmstfy_py import ids
 from lmstfy_py.admin.limits import Limit
@@ -248,18 +249,30 @@ def _digits_value(text: str | None) -> int | None:
 
 async def read_body(request: Request) -> bytes:
     """The whole body, refused with 413 as soon as it is known to exceed MAX_BODY."""
-    declared = _digits_value(request.headers.get("content-length"))
+    return await read_body_from(request.receive, request.headers.get("content-length"))
+
+
+async def read_body_from(receive: Receive, content_length: str | None) -> bytes:
+    """read_body on the request's ASGI messages, read as Starlette's Request.stream reads them
+    but without a Request and its async generator: web/hot.py reads a hot request's body so."""
+    declared = _digits_value(content_length)
     if declared is not None and declared > MAX_BODY:
         raise BodyTooLarge("body too large")
     chunks: list[bytes] = []
     size = 0
     # Content-Length may be absent (chunked) or lie: count what actually arrives.
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise BodyTooLarge("body too large")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        if message["type"] == "http.request":
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise BodyTooLarge("body too large")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
 
 
 def attributes(headers: Headers) -> dict[str, str] | None:

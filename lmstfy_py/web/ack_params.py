@@ -9,9 +9,9 @@ from __future__ import annotations
 from starlette.datastructures import QueryParams
 
 from lmstfy_py import ids
-from lmstfy_py.config import NAME_RE
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.web.params import MAX_CONSUME_COUNT, MAX_NAME_BYTES
+from lmstfy_py.web import params
+from lmstfy_py.web.params import MAX_CONSUME_COUNT
 
 ACK_FORM = "invalid ack: entries are QUEUE:JOB_ID, comma-separated"
 
@@ -47,7 +47,7 @@ def consume_acks(query: QueryParams) -> dict[str, list[str]]:
         queue, sep, job_id = entry.partition(":")
         if not sep or not queue or not job_id:
             raise InvalidParameter(ACK_FORM)
-        if queue.startswith("_") or len(queue.encode()) > MAX_NAME_BYTES or not NAME_RE.fullmatch(queue):
+        if not params.is_queue_name(queue):
             raise InvalidParameter("invalid ack: queue name contains forbidden characters or is too long")
         if not ids.is_acceptable(job_id):
             raise InvalidParameter("invalid ack: invalid job id")

@@ -205,6 +205,11 @@ def _check_queue_chars(queue: str) -> None:
         raise InvalidParameter("queue name contains forbidden characters")
 
 
+def is_queue_name(queue: str) -> bool:
+    """What check_names takes as a queue's name: not too long, its characters, no leading "_"."""
+    return not _too_long(queue) and not queue.startswith("_") and NAME_RE.fullmatch(queue) is not None
+
+
 def check_namespace(ns: str, too_long: str = "namespace or queue name too long") -> None:
     if _too_long(ns):
         raise InvalidParameter(too_long)

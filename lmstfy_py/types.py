@@ -10,7 +10,8 @@ from typing import Literal
 from lmstfy_py import ids
 
 # "unknown": a job still in lmstfy's layout (store/lmstfy_format.py), whose data is known, not its state.
-JobStateName = Literal["delayed", "ready", "reserved", "dead", "unknown"]
+# "completed", "expired", "deleted": ended jobs, shown by the record a job with a keep leaves (SPEC 13).
+JobStateName = Literal["delayed", "ready", "reserved", "dead", "unknown", "completed", "expired", "deleted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,7 @@ class NewJob:
     job_id: str | None = None  # chosen by the business; None: a new ULID
     unique_for_ms: int = 0  # how long the id stays taken after the job ended
     backoff: Backoff | None = None
+    keep_s: int | None = None  # seconds its record is kept once it ended; None: the queue's keep, read at publish
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,10 @@ class JobInfo:
     priority: int
     last_error: str | None
     died_ms: int | None = None
+    # A record of an ended job (state completed/expired/deleted): job.ttl is the record's seconds
+    # left, attempts and last_error as at the end, due_ms None.
+    result: bytes | None = None  # the complete's body; None for any other end, and while live
+    finished_ms: int | None = None  # when it ended (unix ms); None while live
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,14 @@ class Released:
     buried: bool
     due_ms: int = 0
     remain_tries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue's settings (SPEC 13), kept whether or not it holds jobs."""
+
+    keep_s: int = 0  # 0..2_592_000: seconds an ended job's record is kept (0 = gone at once)
+    events: int = 0  # 0..1_000_000: events kept (recorded from stage B on; stored and shown now)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ The Engine is the only code that publishes, consumes, ACKs, releases, peeks, pum
 jobs. A pool whose Redis also holds another layout (lmstfy's) is served by an Engine with a
 Layout (store/layout.py) that it consults at a few points; the operations are parted by concern:
 here publish, consume, a job and a queue; the dead letter in dead_letter.py; namespaces, purge,
-the pump and recurring jobs in namespace_ops.py.
+the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
+from lmstfy_py.store.outcomes import OutcomeOps
 from lmstfy_py.store.scripts import ScriptCall, run_pipeline
 from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
 
@@ -61,7 +62,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), (ready, priority, wake, meta, keys.dead(ns, queue))
 
 
-class Engine(DeadLetterOps, NamespaceOps):
+class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:

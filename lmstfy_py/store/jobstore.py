@@ -17,7 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from lmstfy_py.schedules import Schedule, ScheduleState
-from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
+from lmstfy_py.types import (
+    DeadLetterHead,
+    DeadPage,
+    Job,
+    JobInfo,
+    NewJob,
+    Published,
+    PusherWait,
+    QueueSettings,
+    QueueStats,
+    Released,
+)
 
 
 class JobStore(Protocol):
@@ -61,7 +72,9 @@ class JobStore(Protocol):
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]: ...
 
-    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo: ...
+    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
+        """A job by id, whatever its state; also the record of an ended job still kept (SPEC 13)."""
+        ...
 
     async def size(self, ns: str, queue: str) -> int: ...
 
@@ -72,6 +85,26 @@ class JobStore(Protocol):
     async def pause(self, ns: str, queue: str, paused: bool) -> None: ...
 
     async def destroy(self, ns: str, queue: str) -> int: ...
+
+    # -- job outcomes (SPEC 13)
+    async def queue_settings(self, ns: str, queue: str) -> QueueSettings: ...
+
+    async def set_queue_settings(self, ns: str, queue: str, keep_s: int | None, events: int | None) -> QueueSettings:
+        """Sets those not None (values already validated by the web layer); answers all of them."""
+        ...
+
+    async def complete(self, ns: str, queue: str, job_id: str, result: bytes) -> None:
+        """ACK that keeps `result`: NotFound (404 "job not found"), Conflict("job is not reserved") when
+        the job is not reserved (also an ended job still kept)."""
+        ...
+
+    async def result(self, ns: str, queue: str, job_id: str, wait_ms: int) -> tuple[bool, JobInfo]:
+        """(ended, info): ended True once the job is completed, dead, expired or deleted (at once, or as
+        soon as it is within wait_ms); else False with its current info after wait_ms. NotFound when
+        unknown or past its keep. A waiter present at the end gets the end even with keep 0. Every
+        waiter is answered within 50 ms of the end; when the pool stops (SIGTERM, stop_waiting) each
+        waiter answers at once with (False, current info)."""
+        ...
 
     # -- its dead letter
     async def dead_letter(self, ns: str, queue: str) -> DeadLetterHead: ...

@@ -23,6 +23,8 @@ wake lists of several queues of one namespace at once.
 |                  |        | score = due time in ms                                       |
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
+| qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|
+|                  |        | kept through destroy, deleted by a namespace's purge          |
 | nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |
 | due              | zset   | namespace -> earliest due ms of its timer (the pump's index) |
 
@@ -97,6 +99,11 @@ def wake_prefix(ns: str) -> str:
 
 def queues(ns: str) -> str:
     return f"qs/{{{ns}}}"
+
+
+def settings(ns: str, queue: str) -> str:
+    """A queue's settings hash (keep, events), read by the publish step itself."""
+    return f"qc/{{{ns}}}/{queue}"
 
 
 # Recurring jobs (SPEC section 9). A schedule is named "<queue>/<name>" in its namespace's keys; a

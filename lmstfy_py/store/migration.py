@@ -29,7 +29,17 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.long_poll import long_poll
-from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, PusherWait, QueueStats
+from lmstfy_py.types import (
+    DeadLetterHead,
+    DeadPage,
+    Job,
+    JobInfo,
+    NewJob,
+    Published,
+    PusherWait,
+    QueueSettings,
+    QueueStats,
+)
 
 MIGRATION_SLICE_S = 0.5
 P = ParamSpec("P")
@@ -100,6 +110,8 @@ class MigrationEngine:
     peek_queue = _where_it_lives(Engine.peek_queue)
     respawn_one = _where_it_lives(Engine.respawn_one)
     delete_dead_one = _where_it_lives(Engine.delete_dead_one)
+    complete = _where_it_lives(Engine.complete)
+    result = _where_it_lives(Engine.result)
     # Both pools. A job lives in one only: the counts add up.
     ack = _both(Engine.ack, operator.or_)
     ack_many = _both(Engine.ack_many, operator.add)
@@ -174,6 +186,15 @@ class MigrationEngine:
         )
         source.observer.consumed(source.pool, ns, queues, count, jobs)  # by the pool that held them
         return jobs
+
+    async def queue_settings(self, ns: str, queue: str) -> QueueSettings:
+        """The new pool's: new jobs are published there, and read them."""
+        return await self.new.queue_settings(ns, queue)
+
+    async def set_queue_settings(self, ns: str, queue: str, keep_s: int | None, events: int | None) -> QueueSettings:
+        # On both: the settings outlive the migration, which ends by dropping the old pool.
+        await self.old.set_queue_settings(ns, queue, keep_s, events)
+        return await self.new.set_queue_settings(ns, queue, keep_s, events)
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
         return await self._old_then_new(limit, lambda pool, left: pool.next_jobs(ns, queue, left))

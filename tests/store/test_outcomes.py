@@ -149,6 +149,18 @@ async def test_reserve_never_delivers_a_record(engine: Engine) -> None:
     assert (await engine.peek_job(NS, Q, "biz")).state == "completed"
 
 
+async def test_the_pump_never_revives_a_record(engine: Engine, pump: Pump) -> None:
+    # A stale timer member: its delayed job expired, the id was published again, and that job completed.
+    await engine.publish(NS, Q, NewJob(b"old", job_id="biz", ttl_ms=50, delay_ms=300))
+    await asyncio.sleep(0.1)
+    job_id = await reserved(engine, NewJob(b"new", job_id="biz", keep_s=30))
+    await engine.complete(NS, Q, job_id, b"r")
+    await asyncio.sleep(0.6)  # the member came due
+    assert await engine.timer_size(NS) == 0
+    assert await engine.consume(NS, [Q], 60_000, 0, 1) == []
+    assert (await engine.peek_job(NS, Q, "biz")).state == "completed"
+
+
 async def test_result_of_an_ended_job_at_once_and_of_a_live_one_after_its_wait(engine: Engine) -> None:
     with pytest.raises(NotFound, match="job not found"):
         await engine.result(NS, Q, "nope", 1000)

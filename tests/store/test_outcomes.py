@@ -161,6 +161,30 @@ async def test_the_pump_never_revives_a_record(engine: Engine, pump: Pump) -> No
     assert (await engine.peek_job(NS, Q, "biz")).state == "completed"
 
 
+async def test_a_kept_job_whose_ttl_passes_leaves_an_expired_record_consumed_or_not(engine: Engine, pump: Pump) -> None:
+    before = now_ms()
+    waiting = (await engine.publish(NS, Q, NewJob(b"ready", ttl_ms=1000, keep_s=30))).job_id
+    taken = await reserved(engine, NewJob(b"taken", ttl_ms=1000, keep_s=30), "q2")
+    delayed = (await engine.publish(NS, Q, NewJob(b"later", ttl_ms=1000, delay_ms=5000, keep_s=30))).job_id
+    plain = (await engine.publish(NS, "q3", NewJob(b"plain", ttl_ms=1000))).job_id  # lmstfy's: gone
+    assert (await engine.peek_job(NS, Q, waiting)).job.ttl == 1  # the ttl it was given, not its keep too
+    [listed] = await engine.next_jobs(NS, Q, 1)
+    assert listed.job.ttl == 1
+    await asyncio.sleep(2.1)  # its ttl, and the second it may take to be ended
+    for job_id, queue, body in ((waiting, Q, b"ready"), (taken, "q2", b"taken"), (delayed, Q, b"later")):
+        info = await engine.peek_job(NS, queue, job_id)
+        assert_record(info, "expired", 30, body, None, before)
+        assert info.finished_ms is not None and info.finished_ms <= before + 2100
+    with pytest.raises(NotFound):
+        await engine.peek_job(NS, "q3", plain)
+    assert await engine.stats(NS, Q) == await engine.stats(NS, "empty")
+    assert await engine.stats(NS, "q2") == await engine.stats(NS, "empty")
+    assert await engine.timer_size(NS) == 0
+    with pytest.raises(Conflict):
+        await engine.complete(NS, "q2", taken, b"late")
+    assert await engine.consume(NS, [Q, "q2"], 60_000, 0, 1) == []
+
+
 async def test_result_of_an_ended_job_at_once_and_of_a_live_one_after_its_wait(engine: Engine) -> None:
     with pytest.raises(NotFound, match="job not found"):
         await engine.result(NS, Q, "nope", 1000)

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
+from benchmarks.harness.redis_servers import RedisProcess
+from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import JobInfo, NewJob, QueueSettings
@@ -231,3 +233,37 @@ async def test_stop_waiting_answers_waiters_at_once(engine: Engine) -> None:
     ended, info = await asyncio.wait_for(waiting, 1)
     assert (ended, info.state) == (False, "ready")
     assert await engine.result(NS, Q, job_id, 30_000) == (False, info)
+
+
+async def completed_while_waited(engine: Engine, queue: str) -> float:
+    """Seconds between a complete and its waiter's answer."""
+    job_id = await reserved(engine, NewJob(b"w"), queue)
+    waiting = asyncio.create_task(engine.result(NS, queue, job_id, 10_000))
+    await asyncio.sleep(0.3)
+    ended_at = time.monotonic()
+    await engine.complete(NS, queue, job_id, b"r")
+    ended, info = await asyncio.wait_for(waiting, 5)
+    assert (ended, info.state, info.result) == (True, "completed", b"r")
+    return time.monotonic() - ended_at
+
+
+async def test_waiters_are_told_again_after_a_redis_restart(redis_server: RedisProcess, redis_url: str) -> None:
+    engine = pools.engine("default", PoolConfig("default", url=redis_url))
+    try:
+        assert await completed_while_waited(engine, "before") < 0.5
+        redis_server.stop()
+        await asyncio.sleep(2)  # longer than redis-py's own retries: the reading Loop's backoff
+        redis_server.start()
+        await asyncio.sleep(1.5)  # the subscription is made again within the Loop's backoff
+        assert await completed_while_waited(engine, "after") < 0.5  # told, not found by a waiter's re-read
+    finally:
+        await engine.close()
+
+
+async def test_results_on_a_sentinel_pool(sentinel_config: PoolConfig) -> None:
+    engine = pools.engine("default", sentinel_config)
+    try:
+        await engine.set_queue_settings(NS, Q, 30, None)
+        assert await completed_while_waited(engine, Q) < 0.5
+    finally:
+        await engine.close()

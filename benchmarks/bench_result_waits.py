@@ -31,8 +31,13 @@ NS, QUEUE = "bench", "q"
 BODY = b"x" * 100
 
 
+async def publish(engine: Engine, count: int, keep_s: int) -> None:
+    for start in range(0, count, 1000):  # a batch a request might send
+        await engine.publish_many(NS, QUEUE, [NewJob(BODY, keep_s=keep_s) for _ in range(min(1000, count - start))])
+
+
 async def reserve_all(engine: Engine, count: int, keep_s: int) -> list[str]:
-    await engine.publish_many(NS, QUEUE, [NewJob(BODY, keep_s=keep_s) for _ in range(count)])
+    await publish(engine, count, keep_s)
     taken: list[str] = []
     while len(taken) < count:
         jobs = await engine.consume(NS, [QUEUE], ttr_ms=600_000, timeout_ms=0, count=min(100, count - len(taken)))
@@ -70,13 +75,13 @@ async def used_memory(engine: Engine) -> int:
 
 async def bytes_per_job(engine: Engine, count: int, kept: bool) -> float:
     """Redis memory per completed record (kept) or per ready job of lmstfy's (not kept), 100-byte bodies."""
-    await engine.redis.flushall()
+    await engine.redis.execute_command("FLUSHALL", "SYNC")  # not lazily: used_memory must read empty
     empty = await used_memory(engine)
     if kept:
         for job_id in await reserve_all(engine, count, keep_s=3600):
             await engine.complete(NS, QUEUE, job_id, b"")
     else:
-        await engine.publish_many(NS, QUEUE, [NewJob(BODY, keep_s=0) for _ in range(count)])
+        await publish(engine, count, keep_s=0)
     return (await used_memory(engine) - empty) / count
 
 

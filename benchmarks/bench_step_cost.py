@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Redis CPU per job step: EVALSHA µs per call (INFO commandstats) for publishes, then for
+consumes that each reserve one job and ACK it, through an Engine of the code it is run from, on
+a redis-server of its own. No HTTP: the Lua steps' own cost, for an A/B of two worktrees run
+alternately (each from its root, PYTHONPATH=.), as docs/PERFORMANCE.md's issue-28 part does.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_step_cost.py LABEL [--jobs 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from benchmarks.harness.redis_servers import RedisProcess
+from lmstfy_py.config import PoolConfig
+from lmstfy_py.store import pools
+from lmstfy_py.store.engine import Engine
+from lmstfy_py.types import NewJob
+
+NS, QUEUE, TASKS = "bench", "q", 32
+
+
+async def phase(engine: Engine, jobs: int, work: Callable[[], Awaitable[None]]) -> str:
+    """`work` run jobs / TASKS times by each of TASKS tasks: its EVALSHA µs per call and rate."""
+    await engine.redis.execute_command("CONFIG", "RESETSTAT")
+    started = time.perf_counter()
+
+    async def task() -> None:
+        for _ in range(jobs // TASKS):
+            await work()
+
+    await asyncio.gather(*(task() for _ in range(TASKS)))
+    seconds = time.perf_counter() - started
+    stats = (await engine.redis.execute_command("INFO", "commandstats")).get("cmdstat_evalsha", {})
+    per_call, calls = stats.get("usec_per_call", 0.0), stats.get("calls", 0)
+    return f"{per_call:.2f} µs/call ({calls} calls, {jobs / seconds:,.0f} jobs/s)"
+
+
+async def run(label: str, jobs: int) -> None:
+    with tempfile.TemporaryDirectory() as workdir:
+        redis = RedisProcess(Path(workdir))
+        redis.start()
+        engine = pools.engine("default", PoolConfig("default", url=redis.url))
+        try:
+
+            async def publish() -> None:
+                await engine.publish(NS, QUEUE, NewJob(b"x" * 100))
+
+            async def consume_ack() -> None:
+                [job] = await engine.consume(NS, [QUEUE], 60_000, 0, 1)
+                await engine.ack(NS, QUEUE, job.job_id)
+
+            published = await phase(engine, jobs, publish)
+            print(f"{label}: publish {published}, consume+ACK {await phase(engine, jobs, consume_ack)}")
+        finally:
+            await engine.close()
+            redis.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("label")
+    parser.add_argument("--jobs", type=int, default=20_000)
+    args = parser.parse_args()
+    asyncio.run(run(args.label, args.jobs))
+
+
+if __name__ == "__main__":
+    main()

@@ -217,6 +217,18 @@ async def test_result_waiters_answer_promptly_at_the_end(engine: Engine, keep_s:
         assert (ended, info.state, info.result, info.job.body) == (True, "completed", b"done", b"w")
 
 
+async def test_a_waiter_learns_of_a_destroy_with_no_keep(engine: Engine) -> None:
+    job_id = (await engine.publish(NS, Q, NewJob(b"w"))).job_id
+    waiting = asyncio.create_task(engine.result(NS, Q, job_id, 10_000))
+    await asyncio.sleep(0.3)
+    assert await engine.destroy(NS, Q) == 1
+    ended, info = await asyncio.wait_for(waiting, 0.5)
+    assert (ended, info.state, info.job.body) == (True, "deleted", b"w")
+    with pytest.raises(NotFound):  # no keep: nothing stays
+        await engine.peek_job(NS, Q, job_id)
+    assert await engine.redis.exists(keys.waiters(NS, Q, job_id)) == 0  # the waiter left its count
+
+
 async def test_a_waiter_learns_of_a_death(engine: Engine, pump: Pump) -> None:
     job_id = (await engine.publish(NS, Q, NewJob(b"w", tries=1))).job_id
     waiting = asyncio.create_task(engine.result(NS, Q, job_id, 10_000))

@@ -41,6 +41,9 @@ async def test_settings_round_trip_need_no_job_and_survive_destroy(engine: Engin
     assert await engine.destroy(NS, Q) == 1
     assert await engine.queue_settings(NS, Q) == QueueSettings(60, 500)
     assert await engine.queue_settings(NS, "other") == QueueSettings(0, 0)
+    await engine.publish(NS, Q, NewJob(b"x"))
+    assert await engine.purge_namespace(NS) == 1  # settings are configuration: a purge keeps them too
+    assert await engine.queue_settings(NS, Q) == QueueSettings(60, 500)
 
 
 async def test_complete_keeps_the_result_for_the_keep(engine: Engine) -> None:

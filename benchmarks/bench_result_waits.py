@@ -17,13 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
-from benchmarks.harness.redis_servers import RedisProcess
-from lmstfy_py.config import PoolConfig
-from lmstfy_py.store import pools
+from benchmarks.bench_step_cost import engine_on_own_redis
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.types import NewJob
 
@@ -86,26 +82,19 @@ async def bytes_per_job(engine: Engine, count: int, kept: bool) -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as workdir:
-        redis = RedisProcess(Path(workdir))
-        redis.start()
-        engine = pools.engine("default", PoolConfig("default", url=redis.url))
-        try:
-            for round_ in range(args.rounds):
-                delays = await waits(engine, args.waiters, args.rate)
-                ms = [d * 1000 for d in delays]
-                print(
-                    f"round {round_ + 1}: {args.waiters} waiters, completes at {args.rate:.0f}/s: answered after"
-                    f" p50 {statistics.median(ms):.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms,"
-                    f" max {ms[-1]:.2f} ms"
-                )
-            record = await bytes_per_job(engine, args.records, kept=True)
-            ready = await bytes_per_job(engine, args.records, kept=False)
-            print(f"memory of {args.records} 100-byte jobs: {record:.0f} bytes per completed record,")
-            print(f"  {ready:.0f} bytes per ready job (lmstfy's, for comparison)")
-        finally:
-            await engine.close()
-            redis.stop()
+    async with engine_on_own_redis() as engine:
+        for round_ in range(args.rounds):
+            delays = await waits(engine, args.waiters, args.rate)
+            ms = [d * 1000 for d in delays]
+            print(
+                f"round {round_ + 1}: {args.waiters} waiters, completes at {args.rate:.0f}/s: answered after"
+                f" p50 {statistics.median(ms):.2f} ms, p99 {ms[int(len(ms) * 0.99) - 1]:.2f} ms,"
+                f" max {ms[-1]:.2f} ms"
+            )
+        record = await bytes_per_job(engine, args.records, kept=True)
+        ready = await bytes_per_job(engine, args.records, kept=False)
+        print(f"memory of {args.records} 100-byte jobs: {record:.0f} bytes per completed record,")
+        print(f"  {ready:.0f} bytes per ready job (lmstfy's, for comparison)")
 
 
 def main() -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from benchmarks.harness.redis_servers import RedisProcess
@@ -41,25 +42,32 @@ async def phase(engine: Engine, jobs: int, work: Callable[[], Awaitable[None]]) 
     return f"{per_call:.2f} µs/call ({calls} calls, {jobs / seconds:,.0f} jobs/s)"
 
 
-async def run(label: str, jobs: int) -> None:
+@contextlib.asynccontextmanager
+async def engine_on_own_redis() -> AsyncIterator[Engine]:
+    """An Engine of the code run, on a redis-server of its own, stopped after."""
     with tempfile.TemporaryDirectory() as workdir:
         redis = RedisProcess(Path(workdir))
         redis.start()
         engine = pools.engine("default", PoolConfig("default", url=redis.url))
         try:
-
-            async def publish() -> None:
-                await engine.publish(NS, QUEUE, NewJob(b"x" * 100))
-
-            async def consume_ack() -> None:
-                [job] = await engine.consume(NS, [QUEUE], 60_000, 0, 1)
-                await engine.ack(NS, QUEUE, job.job_id)
-
-            published = await phase(engine, jobs, publish)
-            print(f"{label}: publish {published}, consume+ACK {await phase(engine, jobs, consume_ack)}")
+            yield engine
         finally:
             await engine.close()
             redis.stop()
+
+
+async def run(label: str, jobs: int) -> None:
+    async with engine_on_own_redis() as engine:
+
+        async def publish() -> None:
+            await engine.publish(NS, QUEUE, NewJob(b"x" * 100))
+
+        async def consume_ack() -> None:
+            [job] = await engine.consume(NS, [QUEUE], 60_000, 0, 1)
+            await engine.ack(NS, QUEUE, job.job_id)
+
+        published = await phase(engine, jobs, publish)
+        print(f"{label}: publish {published}, consume+ACK {await phase(engine, jobs, consume_ack)}")
 
 
 def main() -> None:

@@ -11,9 +11,11 @@ import pytest
 from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store import keys, pools
+from lmstfy_py.schedules import Schedule
+from lmstfy_py.store import keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
+from lmstfy_py.store.scheduler import Scheduler
 from lmstfy_py.types import JobInfo, NewJob, QueueSettings
 
 NS, Q = "ns1", "q1"
@@ -106,6 +108,17 @@ async def test_deleted_records_of_dead_and_destroyed_jobs(engine: Engine) -> Non
     assert_record(await engine.peek_job(NS, Q, prioritized), "deleted", 30, b"prio", None, before)
     with pytest.raises(NotFound):
         await engine.peek_job(NS, Q, plain)
+
+
+async def test_a_recurring_jobs_fire_takes_the_queues_keep(engine: Engine) -> None:
+    await engine.set_queue_settings(NS, Q, 30, None)
+    plan = Schedule("s", Q, None, 60, "UTC", b"cron", 3_600_000, 1, 0, "one")
+    _, first = await schedule_ops.put(engine, NS, plan, now_ms())
+    await Scheduler(engine, lambda: first).tick()
+    [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
+    assert await engine.ack(NS, Q, job.job_id)
+    info = await engine.peek_job(NS, Q, job.job_id)
+    assert (info.state, info.job.body) == ("completed", b"cron")
 
 
 async def test_a_record_is_replaced_by_a_publish_of_its_id_unless_unique_for(engine: Engine) -> None:

@@ -59,11 +59,8 @@ __all__ += ["ttl_seconds"]
 def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str, str]]:
     """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its settings last)."""
     ready, priority, wake, meta = queue_keys(ns, queue)
-    return (
-        keys.timer(ns),
-        keys.queues(ns),
-        (ready, priority, wake, meta, keys.dead(ns, queue), keys.settings(ns, queue)),
-    )
+    own = (ready, priority, wake, meta, keys.dead(ns, queue), keys.settings(ns, queue))
+    return keys.timer(ns), keys.queues(ns), own
 
 
 class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
@@ -119,23 +116,8 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
         # A job id the engine made tells when the job was created (ids.timestamp_ms): no field c is kept.
         created = now if job.job_id else 0
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
-        args = contract.PublishArgs(
-            data,
-            job.ttl_ms,
-            due,
-            job.tries,
-            ns,
-            queue,
-            job_id,
-            created,
-            job.priority,
-            job.unique_for_ms,
-            backoff,
-            keep,
-            (),
-        )
-        if replaces:
-            args = args._replace(replaces=(replaces,))
+        fields = (data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms)
+        args = contract.PublishArgs(*fields, backoff, keep, (replaces,) if replaces else ())
         return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------

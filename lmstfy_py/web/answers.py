@@ -10,7 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.push import shown
-from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueStats, Released
+from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueSettings, QueueStats, Released
 
 JSON = "application/json"
 
@@ -37,7 +37,8 @@ def job_json(job: Job, consumed: bool) -> dict[str, Any]:
 
 
 def job_info_json(info: JobInfo) -> dict[str, Any]:
-    """lmstfy's job object and, beyond lmstfy, where the job is in its life."""
+    """lmstfy's job object and, beyond lmstfy, where the job is in its life: for an ended job's record
+    (SPEC 13) its end, when, and a complete's result."""
     return {
         **job_json(info.job, consumed=False),
         "state": info.state,
@@ -45,7 +46,13 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
         "attempts": info.job.attempts,
         "priority": info.priority,
         "last_error": shown.optional_reason(info.last_error),
+        "result": None if info.result is None else _b64(info.result),
+        "finished_ms": info.finished_ms,
     }
+
+
+def settings_json(ns: str, queue: str, settings: QueueSettings) -> dict[str, Any]:
+    return {"namespace": ns, "queue": queue, "keep": settings.keep_s, "events": settings.events}
 
 
 def published(result: Published) -> Response:

@@ -26,9 +26,20 @@ from lmstfy_py.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.job import (
+    DeadJob,
+    DeadLetter,
+    DeadPage,
+    Job,
+    Outcome,
+    QueueStats,
+    Released,
+    Schedule,
+    Scheduled,
+    Settings,
+)
 from lmstfy_py.client.retry import RetryPolicy
-from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs
+from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs, SettingsArgs
 from lmstfy_py.client.sync import Client
 
 __all__ = [
@@ -47,6 +58,7 @@ __all__ = [
     "Job",
     "LmstfyError",
     "NotFound",
+    "Outcome",
     "PayloadTooLarge",
     "PublishArgs",
     "QueueStats",
@@ -56,6 +68,8 @@ __all__ = [
     "ScheduleArgs",
     "Scheduled",
     "ServerError",
+    "Settings",
+    "SettingsArgs",
     "Throttled",
     "Unauthorized",
     "Unavailable",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 # A queue's counts read the same on both sides of the API: the client answers with the server's own type.
 from lmstfy_py.types import QueueStats as QueueStats
@@ -28,17 +28,36 @@ class Job:
     elapsed_ms: int = 0
     remain_tries: int = 0
     attributes: dict[str, str] = field(default_factory=dict)
-    state: str | None = None  # delayed, ready, reserved or dead
+    state: str | None = None  # delayed, ready, reserved or dead; an ended job's record: completed, expired, deleted
     due_ms: int | None = None  # unix ms: when a delayed job becomes ready, or a reservation ends
     attempts: int | None = None  # deliveries so far
     priority: int | None = None
     last_error: str | None = None  # the reason of its last release or bury
+    result: bytes | None = None  # what its `complete` kept (None for any other end, and while it lives)
+    finished_ms: int | None = None  # unix ms: when it ended; None while it lives
 
     def text(self, encoding: str = "utf-8") -> str:
         return self.data.decode(encoding)
 
     def json(self) -> Any:
         return json.loads(self.data)
+
+
+class Outcome(NamedTuple):
+    """A `result` look-up: the job as it is (its record once it ended) and whether it `ended`
+    (completed, dead, expired or deleted)."""
+
+    job: Job
+    ended: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """A queue's settings (SPEC 13): `keep`, seconds an ended job's record is kept; `events`, how many of
+    the queue's events are kept (0: off)."""
+
+    keep: int
+    events: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """Every data-plane route of one namespace, as a `Call`: lmstfy's routes and lmstfy-py's (SPEC
-sections 2, 7 and 9). Nothing here sends anything; Client and AsyncClient do.
+sections 2, 7, 9 and 13). Nothing here sends anything; Client and AsyncClient do.
 
 Parameters the caller leaves at None are not sent, so the server's configured defaults apply.
 Durations are seconds; a fractional one is sent in milliseconds (`delay_ms`, `ttr_ms`, lmstfy-py
@@ -17,7 +17,18 @@ from urllib.parse import quote
 
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
-from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.job import (
+    DeadJob,
+    DeadLetter,
+    DeadPage,
+    Job,
+    Outcome,
+    QueueStats,
+    Released,
+    Schedule,
+    Scheduled,
+    Settings,
+)
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
@@ -37,6 +48,14 @@ class PublishArgs(TypedDict, total=False):
     backoff_ms: int
     backoff_max_ms: int
     attributes: Mapping[str, str]
+    keep: int
+
+
+class SettingsArgs(TypedDict, total=False):
+    """The settings `settings` may change (SPEC 13): each one given is set, the others kept."""
+
+    keep: int
+    events: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +71,7 @@ class PublishOptions:
     backoff_ms: int | None = None
     backoff_max_ms: int | None = None
     attributes: Mapping[str, str] | None = None
+    keep: int | None = None  # seconds its record outlives its end (lmstfy-py only); None: the queue's
 
     def params(self, job_ids: Sequence[str] | None = None) -> dict[str, str]:
         given = {
@@ -62,6 +82,7 @@ class PublishOptions:
             "backoff": self.backoff,
             "backoff_ms": self.backoff_ms,
             "backoff_max_ms": self.backoff_max_ms,
+            "keep": self.keep,
             "job_id": ",".join(job_ids) if job_ids else None,
         }
         return {**duration("delay", self.delay), **{k: str(v) for k, v in given.items() if v is not None}}
@@ -173,6 +194,22 @@ class Routes:
         params = {"reason": reason} if reason else {}
         return Call("PUT", self.path(queue, "job", job_id, "bury"), calls.nothing, params, repeatable=False)
 
+    # -- outcomes (lmstfy-py only, SPEC 13) ------------------------------------------------------
+
+    def complete(self, queue: str, job_id: str, result: bytes | str) -> Call[None]:
+        # A repeat after success answers 409 or 404 (the job ended): not an answer to give the caller.
+        path = self.path(queue, "job", job_id, "complete")
+        return Call("PUT", path, calls.nothing, body=_data(result), repeatable=False)
+
+    def result(self, queue: str, job_id: str, wait: int) -> Call[Outcome]:
+        params = {"wait": str(wait)} if wait else {}
+        return Call("GET", self.path(queue, "job", job_id, "result"), _outcome, params, wait_s=wait)
+
+    def settings(self, queue: str, changes: SettingsArgs) -> Call[Settings]:
+        # Setting the same values again changes nothing: safe to repeat.
+        params = {name: str(value) for name, value in changes.items()}
+        return Call("PUT" if params else "GET", self.path(queue, "settings"), _settings, params)
+
     # -- look, count, drop -------------------------------------------------------------------------
 
     def peek(self, queue: str) -> Call[Job | None]:
@@ -250,6 +287,15 @@ def _released(answer: Answer) -> Released:
     if fields["msg"] == "buried":
         return Released(buried=True)
     return Released(buried=False, due_ms=int(fields["due_ms"]), remain_tries=int(fields["remain_tries"]))
+
+
+def _outcome(answer: Answer) -> Outcome:
+    return Outcome(calls.job_of(calls.success(answer)), answer.status == 200)
+
+
+def _settings(answer: Answer) -> Settings:
+    fields = calls.success(answer)
+    return Settings(int(fields["keep"]), int(fields["events"]))
 
 
 def _stats(answer: Answer) -> QueueStats:

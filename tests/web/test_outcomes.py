@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 from typing import Any
 
@@ -236,3 +237,19 @@ async def test_result_refuses_a_bad_wait_and_another_namespaces_token(api: Api, 
     other = await make_token("other")
     response = await api.client.get(f"/api/ns/q/job/{job_id}/result", headers=auth(other))
     assert refusal(response) == (401, {"error": "invalid token"})
+
+
+# -- the dashboard's job look-up ----------------------------------------------------------------
+
+
+async def test_the_dashboards_look_up_shows_a_record_and_its_result(admin: httpx.AsyncClient, api: Api) -> None:
+    job_id = await reserved(api, keep=60)
+    await complete(api, job_id, b"<i>done</i>")
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": job_id})).text
+    assert "data-job-state>completed<" in page
+    assert re.search(r"data-job-finished>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", page)
+    assert "&lt;i&gt;done&lt;/i&gt;" in page and "<i>done</i>" not in page  # escaped, not markup
+    binary = await reserved(api, keep=60)
+    await complete(api, binary, b"\x00\xff")
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": binary})).text
+    assert re.search(r"data-job-result>.*00 ff.*AP8=", page, re.S)  # hex and base64, as data is shown

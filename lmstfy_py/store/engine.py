@@ -56,10 +56,14 @@ __all__ += ["ttl_seconds"]
 
 
 @functools.lru_cache(maxsize=4096)
-def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str]]:
-    """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its dead list last)."""
+def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str, str]]:
+    """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its settings last)."""
     ready, priority, wake, meta = queue_keys(ns, queue)
-    return keys.timer(ns), keys.queues(ns), (ready, priority, wake, meta, keys.dead(ns, queue))
+    return (
+        keys.timer(ns),
+        keys.queues(ns),
+        (ready, priority, wake, meta, keys.dead(ns, queue), keys.settings(ns, queue)),
+    )
 
 
 class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
@@ -110,8 +114,21 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
         data, backoff = encode_data(job.body, job.attributes), job.backoff.spec() if job.backoff else ""
         # A job id the engine made tells when the job was created (ids.timestamp_ms): no field c is kept.
         created = now if job.job_id else 0
+        keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
         args = contract.PublishArgs(
-            data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms, backoff, ()
+            data,
+            job.ttl_ms,
+            due,
+            job.tries,
+            ns,
+            queue,
+            job_id,
+            created,
+            job.priority,
+            job.unique_for_ms,
+            backoff,
+            keep,
+            (),
         )
         if replaces:
             args = args._replace(replaces=(replaces,))
@@ -250,7 +267,9 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
         return self.wake_hub.closed
 
     async def stop_waiting(self) -> None:
-        """Ends every long-poll of this process now ("no job available"); the first step of a graceful stop."""
+        """Ends every long-poll of this process now ("no job available"), and every result() wait (its
+        job as it is now); the first step of a graceful stop."""
+        await self.end_watch.close()
         await self.wake_hub.close()
 
     # -- a worker's verbs on its reservation --------------------------------------------------
@@ -335,20 +354,6 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
             replies.ready_job(ns, queue, j) for j in await self.scripts.next_jobs(self.script_client, call_keys, args)
         ]
 
-    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
-        """A job by id, whatever its state, with its state."""
-        found = await self.scripts.job_state(
-            self.script_client,
-            contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns)),
-            contract.JobStateArgs(ns, queue, job_id),
-        )
-        if found is None:
-            elsewhere = await self.layout.find(ns, queue, job_id) if self.layout is not None else None
-            if elsewhere is None:
-                raise NotFound("job not found")
-            return elsewhere
-        return replies.job_info(ns, queue, job_id, found)
-
     async def size(self, ns: str, queue: str) -> int:
         """Ready jobs, of any priority."""
         call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
@@ -389,6 +394,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
             await self.script_client.execute_command("PING")
 
     async def close(self) -> None:
+        await self.end_watch.close()
         await self.wake_hub.close()
         clients: tuple[Any, ...] = (self.script_client, self.redis, self.blocking)
         for client in {id(client): client for client in clients}.values():

@@ -18,6 +18,7 @@ from lmstfy_py.store import keys
 from lmstfy_py.store.contracts import Scripts
 from lmstfy_py.store.contracts.jobs import AckArgs, AckKeys
 from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
+from lmstfy_py.store.ends import EndWatch
 from lmstfy_py.store.handover import Handover
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.scripts import Command, ScriptClient
@@ -139,6 +140,7 @@ class EngineBase:
         # Each BRPOP holds a connection for its whole wait: they get their own pool.
         self.blocking = blocking_client
         self.wake_hub = WakeHub(blocking_client)
+        self.end_watch = EndWatch(blocking_client)  # this process's result() waiters (store/ends.py)
         self.handover = Handover()  # this process's waiting consumes, for the pump's due jobs
         self.scripts = scripts
         self.observer = observer or EngineObserver()
@@ -159,16 +161,18 @@ class EngineBase:
         await self.script_client.execute_command(*index_due(ns, due_ms))
         self.timers.scheduled(due_ms)
 
-    async def _drain(self, call_keys: DestroyKeys, kind: str, ns: str, queue: str) -> int:
-        """Repeats a chunked destroy until it reports nothing left; how many jobs it deleted."""
-        args = DestroyArgs(keys.job(ns, queue, ""), CHUNK, kind)
+    async def _drain(self, call_keys: DestroyKeys, kind: str, ns: str, queue: str, record: bool = True) -> int:
+        """Repeats a chunked destroy until it reports nothing left; how many jobs it deleted. `record`:
+        a job with a keep leaves a deleted record (a destroy; a purge leaves none)."""
+        args = DestroyArgs(keys.job(ns, queue, ""), CHUNK, kind, "1" if record else "0")
         total, left = 0, 1
         while left:
             chunk = await self.scripts.destroy(self.script_client, call_keys, args)
             total, left = total + chunk.done, chunk.left
         return total
 
-    async def _destroy_ours(self, ns: str, queue: str) -> int:
+    async def _destroy_ours(self, ns: str, queue: str, record: bool = True) -> int:
         """Drops every ready job of the queue in our layout with its data; how many were dropped."""
-        dropped = await self._drain(DestroyKeys(keys.priority(ns, queue), keys.wake(ns, queue)), "z", ns, queue)
-        return dropped + await self._drain(DestroyKeys(keys.ready(ns, queue), keys.wake(ns, queue)), "l", ns, queue)
+        prio, ready, wake = keys.priority(ns, queue), keys.ready(ns, queue), keys.wake(ns, queue)
+        dropped = await self._drain(DestroyKeys(prio, wake), "z", ns, queue, record)
+        return dropped + await self._drain(DestroyKeys(ready, wake), "l", ns, queue, record)

@@ -12,7 +12,10 @@ wake lists of several queues of one namespace at once.
 |                  |        | reserved, D dead); t: the tries packed in its element; c:    |
 |                  |        | created ms (only for an id the engine did not make: ours     |
 |                  |        | tell it); p priority; a attempts; e last error; k died ms;   |
-|                  |        | b backoff "base:max"; u unique_for ms. PEXPIRE = ttl         |
+|                  |        | b backoff "base:max"; u unique_for ms; K keep s. PEXPIRE =   |
+|                  |        | ttl. An ended job with a keep stays K s (PEXPIRE) as a       |
+|                  |        | record: s C completed, E expired, L deleted; f ended ms; r   |
+|                  |        | the complete's result. No element points at a record.        |
 | r/{ns}/q         | list   | ready elements of priority 0, packed (tries, id); LPUSH in,  |
 |                  |        | RPOP out (lmstfy's layout)                                   |
 | rp/{ns}/q        | zset   | ready elements of priority > 0; score (256-p)*2^44 + seq     |
@@ -24,7 +27,11 @@ wake lists of several queues of one namespace at once.
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|
-|                  |        | kept through destroy, deleted by a namespace's purge          |
+|                  |        | configuration: kept through destroy and a namespace's purge  |
+| rw/{ns}/q/id     | string | how many result() waiters wait for the job (store/ends.py);  |
+|                  |        | PEXPIRE = the longest wait and a margin                      |
+| ended/{ns}       | channel| (pub/sub) a job ended that a waiter waits for: msgpack of    |
+|                  |        | ["q/id", job_state.lua's fields] (lua/_lib.lua tell_waiters) |
 | nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |
 | due              | zset   | namespace -> earliest due ms of its timer (the pump's index) |
 
@@ -104,6 +111,16 @@ def queues(ns: str) -> str:
 def settings(ns: str, queue: str) -> str:
     """A queue's settings hash (keep, events), read by the publish step itself."""
     return f"qc/{{{ns}}}/{queue}"
+
+
+def waiters(ns: str, queue: str, job_id: str) -> str:
+    """Must be job()'s key with "rw" for its first letter (lua/_lib.lua builds it so)."""
+    return f"rw/{{{ns}}}/{queue}/{job_id}"
+
+
+def ended_channel(ns: str) -> str:
+    """The pub/sub channel of the namespace's ends a waiter waits for (lua/_lib.lua builds it from a job key)."""
+    return f"ended/{{{ns}}}"
 
 
 # Recurring jobs (SPEC section 9). A schedule is named "<queue>/<name>" in its namespace's keys; a

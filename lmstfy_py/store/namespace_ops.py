@@ -91,8 +91,8 @@ class NamespaceOps(EngineBase):
             total, left = total + chunk.done, chunk.left
         for queue in queues:
             # destroy.lua empties any list of (tries, id) elements with their jobs' data: dead letters too.
-            total += await self._destroy_ours(ns, queue)
-            total += await self._drain(DestroyKeys(keys.dead(ns, queue), keys.wake(ns, queue)), "l", ns, queue)
+            total += await self._destroy_ours(ns, queue, record=False)
+            total += await self._drain(DestroyKeys(keys.dead(ns, queue), keys.wake(ns, queue)), "l", ns, queue, False)
         return total
 
     async def pump(self, ns: str, now: int) -> PumpResult:

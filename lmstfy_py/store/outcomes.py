@@ -2,14 +2,27 @@
 settings, `complete` (an ACK that keeps a result), and `result` (a job's end, waited for).
 
 A queue's settings are one hash (keys.settings) that the publish step reads itself when a
-publish names no keep, so a change reaches every process at once.
+publish names no keep, so a change reaches every process at once. A job with a keep leaves a
+record when it ends (lua/_lib.lua's finish); result() waiters learn of ends through store/ends.py.
 """
 
 from __future__ import annotations
 
-from lmstfy_py.store import keys
-from lmstfy_py.store.engine_base import EngineBase, as_int
-from lmstfy_py.types import JobInfo, QueueSettings
+import asyncio
+import contextlib
+import time
+
+from redis.exceptions import RedisError
+
+from lmstfy_py.errors import NotFound
+from lmstfy_py.store import keys, replies
+from lmstfy_py.store.contracts import jobs as contract
+from lmstfy_py.store.engine_base import EngineBase, as_int, now_ms
+from lmstfy_py.types import JobInfo, JobStateName, QueueSettings
+
+ENDED: frozenset[JobStateName] = frozenset({"completed", "dead", "expired", "deleted"})
+RECHECK_S = 1.0  # a waiter reads its job again this often, in case its end was told while nobody listened
+MARKER_MARGIN_MS = 5000  # a waiter's counter outlives its wait by this much (it is decremented when it leaves)
 
 
 class OutcomeOps(EngineBase):
@@ -30,9 +43,74 @@ class OutcomeOps(EngineBase):
         return await self.queue_settings(ns, queue)
 
     async def complete(self, ns: str, queue: str, job_id: str, result: bytes) -> None:
-        """ACK that keeps `result`: NotFound when there is no such job, Conflict when it is not reserved."""
-        raise NotImplementedError("complete")
+        """ACK that keeps `result`: NotFound when there is no such job, Conflict when it is not reserved.
+
+        A job lmstfy itself delivered (a pool with its layout) is only ACKed: it has no keep."""
+        call_keys = contract.CompleteKeys(keys.job(ns, queue, job_id), keys.timer(ns), keys.meta(ns, queue))
+        args = contract.CompleteArgs(ns, queue, job_id, now_ms(), result)
+        outcome = await self.scripts.complete(self.script_client, call_keys, args)
+        if outcome.status != b"missing" or self.layout is None or not await self.layout.acked(ns, queue, [job_id]):
+            replies.checked(outcome)
+        self.observer.acked(self.pool, ns, queue, job_id)
+
+    async def peek_job(self, ns: str, queue: str, job_id: str) -> JobInfo:
+        """A job by id, whatever its state, with its state; or the record it left when it ended."""
+        found = await self._job_state(ns, queue, job_id)
+        if found is None:
+            elsewhere = await self.layout.find(ns, queue, job_id) if self.layout is not None else None
+            if elsewhere is None:
+                raise NotFound("job not found")
+            return elsewhere
+        return found
+
+    async def _job_state(self, ns: str, queue: str, job_id: str) -> JobInfo | None:
+        found = await self.scripts.job_state(
+            self.script_client,
+            contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns)),
+            contract.JobStateArgs(ns, queue, job_id),
+        )
+        return None if found is None else replies.job_info(ns, queue, job_id, found)
 
     async def result(self, ns: str, queue: str, job_id: str, wait_ms: int) -> tuple[bool, JobInfo]:
-        """(ended, info) of a job, waiting up to wait_ms for its end (store/jobstore.py)."""
-        raise NotImplementedError("result")
+        """(ended, info) of a job, waiting up to wait_ms for its end (store/jobstore.py).
+
+        A waiter subscribes and counts itself in the job's waiters counter BEFORE it reads the job
+        again: an end after that read is told to it, one before it is read."""
+        info = await self.peek_job(ns, queue, job_id)  # NotFound: unknown, or past its keep
+        if info.state in ENDED or wait_ms <= 0 or self.end_watch.closed:
+            return info.state in ENDED, info
+        deadline = time.monotonic() + wait_ms / 1000
+        marker = keys.waiters(ns, queue, job_id)
+        with self.end_watch.waiting(ns, queue, job_id) as waiter:
+            await self.end_watch.subscribe(ns)
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.incr(marker)
+            pipe.pexpire(marker, wait_ms + MARKER_MARGIN_MS, nx=True)
+            pipe.pexpire(marker, wait_ms + MARKER_MARGIN_MS, gt=True)
+            await pipe.execute()
+            try:
+                return await self._await_end(ns, queue, job_id, deadline, waiter)
+            finally:
+                with contextlib.suppress(RedisError):
+                    await self.redis.decr(marker)
+
+    async def _await_end(
+        self, ns: str, queue: str, job_id: str, deadline: float, waiter: asyncio.Future[contract.JobState | None]
+    ) -> tuple[bool, JobInfo]:
+        while True:
+            if waiter.done() and (told := waiter.result()) is not None:
+                return True, replies.job_info(ns, queue, job_id, told)
+            found = await self._job_state(ns, queue, job_id)
+            if found is None:
+                if waiter.done() and waiter.result() is not None:  # it ended, with no keep, meanwhile
+                    continue
+                return await self._peeked(ns, queue, job_id)
+            left = deadline - time.monotonic()
+            if found.state in ENDED or left <= 0 or waiter.done():  # done here: the watch closed
+                return found.state in ENDED, found
+            await asyncio.wait([waiter], timeout=min(left, RECHECK_S))
+
+    async def _peeked(self, ns: str, queue: str, job_id: str) -> tuple[bool, JobInfo]:
+        """The job as peek_job finds it (a pool's other layout included; NotFound when gone)."""
+        info = await self.peek_job(ns, queue, job_id)
+        return info.state in ENDED, info

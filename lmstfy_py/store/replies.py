@@ -11,7 +11,15 @@ from lmstfy_py.store.engine_base import as_int, as_text, ttl_seconds
 from lmstfy_py.store.jobdata import decode_data
 from lmstfy_py.types import Job, JobInfo, JobStateName
 
-_STATES: dict[bytes, JobStateName] = {b"T": "delayed", b"R": "ready", b"X": "reserved", b"D": "dead"}
+_STATES: dict[bytes, JobStateName] = {
+    b"T": "delayed",
+    b"R": "ready",
+    b"X": "reserved",
+    b"D": "dead",
+    b"C": "completed",
+    b"E": "expired",
+    b"L": "deleted",
+}
 
 
 def created_ms(job_id: str, stored: Any) -> int | None:
@@ -41,7 +49,9 @@ def job_info(ns: str, queue: str, job_id: str, f: JobState) -> JobInfo:
     attempts, created = as_int(f.attempts) or 0, created_ms(job_id, f.created)
     job = Job(ns, queue, job_id, body, ttl_seconds(f.pttl), f.tries, attributes, attempts, created)
     state = _STATES.get(f.state, "delayed")
-    return JobInfo(job, state, as_int(f.due), as_int(f.priority) or 0, as_text(f.error), as_int(f.died))
+    result = None if f.result is None else bytes(f.result)
+    priority, error = as_int(f.priority) or 0, as_text(f.error)
+    return JobInfo(job, state, as_int(f.due), priority, error, as_int(f.died), result, as_int(f.finished))
 
 
 def checked(outcome: Outcome) -> Outcome:

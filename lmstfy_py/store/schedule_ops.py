@@ -160,6 +160,7 @@ async def _fire(engine: EngineBase, ns: str, field: str, packed: bytes, tick_ms:
         keys.priority(ns, queue),
         keys.wake(ns, queue),
         keys.meta(ns, queue),
+        keys.settings(ns, queue),
     )
     args = ScheduleFireArgs(
         field,

@@ -254,6 +254,31 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
     assert lmstfy.client.zcard(TIMER_SET) == 0
 
 
+async def test_complete_through_lmstfy_py_of_a_job_lmstfy_delivered_is_an_ack(
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
+) -> None:
+    now = int(time.time())
+    lmstfy.publish(NS, "q", b"in flight", now=now)
+    taken = lmstfy.reserve(NS, ["q"], ttr=1, now=now)
+    assert taken is not None
+    await store.set_queue_settings(NS, "q", 60, None)
+    await store.complete(NS, "q", taken.job_id, b"result")
+    assert lmstfy.client.exists(job_key(NS, "q", taken.job_id)) == 0
+    with pytest.raises(NotFound):  # it had no keep: no record
+        await store.peek_job(NS, "q", taken.job_id)
+    with pytest.raises(NotFound):
+        await store.complete(NS, "q", taken.job_id, b"result")
+    assert await store.consume(NS, ["q"], 60_000, 2_500, 1) == []
+
+
+async def test_complete_of_a_job_moved_into_our_layout_keeps_its_result(store: Engine, lmstfy: LmstfyPool) -> None:
+    lmstfy.publish(NS, "q", b"moved")
+    [job] = await store.consume(NS, ["q"], 60_000, 0, 1)
+    await store.complete(NS, "q", job.job_id, b"result")
+    with pytest.raises(NotFound):  # published under lmstfy with no keep: an ACK
+        await store.peek_job(NS, "q", job.job_id)
+
+
 @pytest.mark.usefixtures("mover")
 async def test_a_consume_that_acks_a_job_lmstfy_delivered_makes_it_final(store: Engine, lmstfy: LmstfyPool) -> None:
     lmstfy.publish(NS, "q", b"in flight")

@@ -29,7 +29,7 @@ from lmstfy_py.store.engine import Engine, EngineObserver
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import DeadLetterHead, Job, NewJob, QueueStats
+from lmstfy_py.types import DeadLetterHead, Job, NewJob, QueueSettings, QueueStats
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
 
@@ -373,6 +373,34 @@ async def test_ping_answers_only_while_both_pools_answer(migrating: MigrationEng
 
 # Each operation of the JobStore contract, and the test above that runs it through a migrating pool
 # on jobs of both pools. An operation added to the contract fails the test below until it has one.
+async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    await old.set_queue_settings(NS, Q, 99, 7)  # what the old pool alone still says is not the queue's
+    assert await migrating.queue_settings(NS, Q) == QueueSettings(0, 0)
+    assert await migrating.set_queue_settings(NS, Q, 30, None) == QueueSettings(30, 0)
+    assert await old.queue_settings(NS, Q) == QueueSettings(30, 7)
+    assert await new.queue_settings(NS, Q) == QueueSettings(30, 0)
+
+
+async def test_complete_and_result_act_where_the_job_lives(
+    migrating: MigrationEngine, old: Engine, new: Engine
+) -> None:
+    await old.publish(NS, Q, NewJob(b"old", keep_s=30))
+    await migrating.publish(NS, Q, NewJob(b"new", keep_s=30))
+    legacy, fresh = await consume_one(migrating), await consume_one(migrating)
+    assert legacy is not None and fresh is not None
+    waiting = asyncio.create_task(migrating.result(NS, Q, fresh, 10_000))
+    for job_id, pool in ((legacy, old), (fresh, new)):
+        await migrating.complete(NS, Q, job_id, job_id.encode())
+        assert (await pool.peek_job(NS, Q, job_id)).result == job_id.encode()
+    ended, info = await asyncio.wait_for(waiting, 5)
+    assert (ended, info.state, info.result) == (True, "completed", fresh.encode())
+    assert (await migrating.result(NS, Q, legacy, 0))[1].result == legacy.encode()
+    with pytest.raises(NotFound):
+        await migrating.complete(NS, Q, "no-such-job", b"")
+    with pytest.raises(NotFound):
+        await migrating.result(NS, Q, "no-such-job", 0)
+
+
 def plan(name: str, every_s: int = 60) -> Schedule:
     return Schedule(name, Q, None, every_s, "UTC", b"tick", 60_000, 1, 0, "one")
 
@@ -432,6 +460,10 @@ TESTED_BY = {
     "purge_namespace": test_purge_namespace_deletes_its_jobs_in_both_pools,
     "queue_exists": test_a_queue_exists_when_either_pool_has_it,
     "ping": test_ping_answers_only_while_both_pools_answer,
+    "queue_settings": test_settings_are_the_new_pools_and_set_on_both,
+    "set_queue_settings": test_settings_are_the_new_pools_and_set_on_both,
+    "complete": test_complete_and_result_act_where_the_job_lives,
+    "result": test_complete_and_result_act_where_the_job_lives,
     "put_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedules": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,

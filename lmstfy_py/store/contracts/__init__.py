@@ -14,6 +14,7 @@ class Scripts:
     release = jobs.RELEASE
     touch = jobs.TOUCH
     bury = jobs.BURY
+    complete = jobs.COMPLETE
     peek = jobs.PEEK
     next_jobs = jobs.NEXT_JOBS
     job_state = jobs.JOB_STATE

@@ -26,6 +26,7 @@ class PublishKeys(NamedTuple):
     wake: str
     meta: str
     dead: str
+    settings: str
     replaces: tuple[str, ...]
 
 
@@ -41,6 +42,7 @@ class PublishArgs(NamedTuple):
     priority: int
     unique_for: int
     backoff: str
+    keep: Arg
     replaces: tuple[str, ...]
 
 
@@ -157,7 +159,22 @@ def _outcome(reply: list[Any]) -> Outcome:
     return Outcome(*reply)
 
 
+class CompleteKeys(NamedTuple):
+    job: str
+    timer: str
+    meta: str
+
+
+class CompleteArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+    result: bytes
+
+
 RELEASE = store_step("release", ReleaseKeys, ReleaseArgs, _outcome)
+COMPLETE = store_step("complete", CompleteKeys, CompleteArgs, _outcome)
 TOUCH = store_step("touch", VerbKeys, TouchArgs, _outcome)
 BURY = store_step("bury", BuryKeys, BuryArgs, _outcome)
 
@@ -224,6 +241,8 @@ class JobState(NamedTuple):
     died: Any
     created: Any
     due: Any
+    result: Any
+    finished: Any
 
 
 JOB_STATE = store_step("job_state", VerbKeys, JobStateArgs, optional(JobState._make))

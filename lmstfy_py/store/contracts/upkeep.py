@@ -30,6 +30,7 @@ class DestroyArgs(NamedTuple):
     prefix: str
     chunk: int
     kind: str
+    record: str  # "1": a job with a keep leaves a deleted record (destroy); "0": none (purge)
 
 
 DESTROY = store_step("destroy", DestroyKeys, DestroyArgs, Chunk._make)
@@ -229,6 +230,7 @@ class ScheduleFireKeys(NamedTuple):
     priority: str
     wake: str
     meta: str
+    settings: str
 
 
 class ScheduleFireArgs(NamedTuple):

@@ -7,7 +7,9 @@
 -- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
--- (absent: fixed), u unique_for ms (absent: none).
+-- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13).
+-- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
+-- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
 -- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
 -- counter), paused ("1" while paused).
 
@@ -137,6 +139,51 @@ local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
     count(meta, 'T', 1)
 end
 
+-- Whether a job's state (field s) is a record's: the job ended and is only kept (SPEC 13).
+local function is_record(state)
+    return state == 'C' or state == 'E' or state == 'L'
+end
+
+-- One job's fields as job_state.lua answers them (see there), false where absent.
+local function state_reply(job_key, timer, ns, qname, id)
+    local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f')
+    if not f[1] then
+        return nil
+    end
+    local due = false
+    if f[3] == 'T' or f[3] == 'X' then
+        due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
+    end
+    return {read_data(job_key, f[1], f[9]), redis.call('PTTL', job_key), tonumber(f[2]), f[3] or false,
+        f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
+        f[11] or false}
+end
+
+-- result() waiters of a job (store/outcomes.py) keep a counter rw/{ns}/q/id beside its hash
+-- j/{ns}/q/id while they wait; an ending step tells them on the channel ended/{ns} (keys.py).
+local function waiters_key(job_key)
+    return 'rw' .. string.sub(job_key, 2)
+end
+
+local function waited_for(job_key)
+    return (tonumber(redis.call('GET', waiters_key(job_key))) or 0) > 0
+end
+
+-- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose due
+-- an ended job has none of): a job that leaves no record is answered all the same.
+local function tell_waiters(job_key, id)
+    local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
+    local reply = state_reply(job_key, '', '', qname, id)
+    if reply then
+        redis.call('PUBLISH', 'ended/' .. tag, cmsgpack.pack({qname .. '/' .. id, reply}))
+    end
+end
+
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- Puts a job in its dead letter: it stops expiring, and keeps why and when it died.
 local function push_dead(job_key, dead, id, reason, now)
     redis.call('LPUSH', dead, pack_element(0, id))
@@ -145,6 +192,9 @@ local function push_dead(job_key, dead, id, reason, now)
         redis.call('HSET', job_key, 'e', reason)
     end
     redis.call('PERSIST', job_key)
+    if waited_for(job_key) then
+        tell_waiters(job_key, id)
+    end
 end
 
 -- The delay a job's backoff gives after `attempts` deliveries: 0 for fixed (lmstfy's: ready
@@ -170,16 +220,54 @@ local function ended(job_key, unique_for)
     end
 end
 
+-- A job ends (ACK, complete, deletion, expiry): with a keep (field K, seconds) it stays that long
+-- as a record in state `final`, with when it ended and `result` (complete only; nil for none);
+-- without, it is deleted, as lmstfy does. Its waiters are told either way; with a unique_for
+-- its id stays taken. `now` may be nil (the step has no clock argument): Redis's TIME then.
+local function finish(job_key, id, final, now, result, keep, unique_for)
+    keep = tonumber(keep) or 0
+    local waiting = waited_for(job_key)
+    if keep > 0 or waiting then
+        redis.call('HSET', job_key, 's', final, 'f', now or now_ms())
+        if result then
+            redis.call('HSET', job_key, 'r', result)
+        end
+        if waiting then
+            tell_waiters(job_key, id)
+        end
+    end
+    if keep > 0 then
+        redis.call('PEXPIRE', job_key, keep * 1000)
+    else
+        redis.call('DEL', job_key)
+    end
+    ended(job_key, unique_for)
+end
+
 -- Stores a new job and makes it ready now, or puts it on the timer (publish.lua, cron_fire.lua).
--- j = {key, tombstone, registry, timer}, q = the queue's {ready, prio, wake, meta};
--- new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries, created (ms; 0: the job id tells,
--- no field c is kept), priority, unique_for (ms), backoff ("base:max" or "")}. Returns 1, or 0 when a job with this id is alive in the queue or
--- its id is still taken (unique_for): nothing is stored.
+-- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
+-- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
+-- created (ms; 0: the job id tells, no field c is kept), priority, unique_for (ms), backoff
+-- ("base:max" or ""), keep (s; "" = the queue's setting)}. Returns 1, or 0 when a job with this
+-- id is alive in the queue or its id is still taken (unique_for): nothing is stored. A record
+-- of an ended job with this id is replaced (it holds no id).
 local function create_job(j, q, ns, qname, id, new)
-    if redis.call('EXISTS', j.key) == 1 or redis.call('EXISTS', j.tombstone) == 1 then
+    local state = redis.call('HGET', j.key, 's')
+    if (state and not is_record(state)) or redis.call('EXISTS', j.tombstone) == 1 then
         return 0
     end
+    if state then
+        redis.call('DEL', j.key)
+    end
+    local keep = new.keep
+    if keep == '' then
+        keep = redis.call('HGET', j.settings, 'keep')
+    end
     local fields = data_fields(new.data)
+    if (tonumber(keep) or 0) > 0 then
+        fields[#fields + 1] = 'K'
+        fields[#fields + 1] = keep
+    end
     if tonumber(new.created) > 0 then
         fields[#fields + 1] = 'c'
         fields[#fields + 1] = new.created
@@ -216,8 +304,8 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c', 'd2')
-    if not fields[1] then
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's')
+    if not fields[1] or is_record(fields[4]) then -- expired, or ended and kept: a stale element
         return false
     end
     local remain = tries - r.used
@@ -281,13 +369,14 @@ local function reserved_tries(job_key)
     return tonumber(f[2])
 end
 
--- Removes every record of a job: the element where it waits (field s says where, field t
--- with which tries it was packed, p whether in the priority set), then its data.
+-- Removes every trace of a job: the element where it waits (field s says where, field t
+-- with which tries it was packed, p whether in the priority set), then its data, or keeps it as
+-- a completed record (finish). An ended job's record is left as it is (0).
 -- q = {timer, ready, dead, prio, meta}
 local function remove_job(job_key, ns, qname, id, q)
-    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u')
+    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K')
     local state, tries = f[1], tonumber(f[2])
-    if not state then
+    if not state or is_record(state) then
         return 0
     end
     if state == 'T' or state == 'X' then
@@ -302,7 +391,6 @@ local function remove_job(job_key, ns, qname, id, q)
     elseif state == 'D' then
         redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
-    redis.call('DEL', job_key)
-    ended(job_key, f[4])
+    finish(job_key, id, 'C', nil, nil, f[5], f[4])
     return 1
 end

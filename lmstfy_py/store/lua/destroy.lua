@@ -3,6 +3,7 @@
 -- until nothing is left, so Redis is never blocked for long.
 -- KEYS[1] the list or set  KEYS[2] the queue's wake list (deleted once KEYS[1] is empty)
 -- ARGV[1] job key prefix of the queue "j/{ns}/q/"  ARGV[2] chunk size  ARGV[3] kind: "z" for a sorted set
+-- ARGV[4] "1": a job with a keep leaves a deleted record (destroy), "0": none (a purge)
 -- Returns {jobs dropped, elements left}.
 local n, zset = tonumber(ARGV[2]), ARGV[3] == 'z'
 local elements
@@ -17,9 +18,15 @@ local dropped = 0
 for _, element in ipairs(elements) do
     local _, id = struct.unpack('<HHc0', element)
     local job = ARGV[1] .. id
-    local unique_for = redis.call('HGET', job, 'u')
-    dropped = dropped + redis.call('DEL', job)
-    ended(job, unique_for)
+    local f = redis.call('HMGET', job, 'u', 'K', 's')
+    -- A record is not this element's job: the element outlived its job (ttl), whose id's next job ended.
+    if f[3] and ARGV[4] == '1' and not is_record(f[3]) then
+        finish(job, id, 'L', nil, nil, f[2], f[1])
+        dropped = dropped + 1
+    elseif not is_record(f[3]) then
+        dropped = dropped + redis.call('DEL', job)
+        ended(job, f[1])
+    end
 end
 local left = zset and redis.call('ZCARD', KEYS[1]) or redis.call('LLEN', KEYS[1])
 if left == 0 then

@@ -1,7 +1,7 @@
 -- pump: move due timer members of one namespace. A delayed job becomes ready. A reservation
 -- whose ttr passed makes its job ready again while tries remain (after its backoff when that is
 -- exponential: it is then delayed until then), else puts it in the dead letter, where the job
--- stops expiring. Members whose job data has expired are dropped. When jobs became ready, it then
+-- stops expiring. Members whose job data has expired (or is an ended job's record) are dropped. When jobs became ready, it then
 -- hands them over to this process's waiting consumes in the same step: for each waiter, in the
 -- order given, it reserves as reserve.lua does (reserve_from_queue), so the waiter answers them
 -- without a wake token and a reserve of its own.
@@ -28,7 +28,8 @@ for _, member in ipairs(due) do
     local meta = meta_prefix .. qname
     count(meta, reserved and 'X' or 'T', -1)
     local fields = redis.call('HMGET', job, 's', 'p', 'b', 'a')
-    if fields[1] then
+    -- A record is not this member's job: the member outlived its job (ttl), whose id's next job ended.
+    if fields[1] and not is_record(fields[1]) then
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0
         if tries == 0 then
             push_dead(job, dead_prefix .. qname, id, 'ttr passed with no tries left', now)

@@ -3,7 +3,8 @@
 -- the caller read, so among any number of processes firing the same tick exactly one wins.
 -- KEYS[1] schedules hash  KEYS[2] next ticks zset  KEYS[3] last jobs hash
 -- KEYS[4] job hash  KEYS[5] timer zset  KEYS[6] queue registry set  KEYS[7] tombstone of the id
--- KEYS[8..11] the queue's ready list, priority set, wake list, meta hash
+-- KEYS[8..11] the queue's ready list, priority set, wake list, meta hash  KEYS[12] the queue's
+-- settings hash (its keep)
 -- ARGV[1] field "<queue>/<name>"  ARGV[2] the packed schedule read  ARGV[3] the tick claimed (ms)
 -- ARGV[4] the next tick (ms)  ARGV[5] "1": publish a job, "0": skip the tick (catch-up "none")
 -- ARGV[6] job data  ARGV[7] ttl ms  ARGV[8] tries  ARGV[9] namespace  ARGV[10] queue
@@ -20,11 +21,11 @@ if ARGV[5] ~= '1' then
     return 2
 end
 local ns, qname, id = ARGV[9], ARGV[10], ARGV[11]
-local j = {key = KEYS[4], timer = KEYS[5], registry = KEYS[6], tombstone = KEYS[7]}
+local j = {key = KEYS[4], timer = KEYS[5], registry = KEYS[6], tombstone = KEYS[7], settings = KEYS[12]}
 local q = {timer = KEYS[5], ready = KEYS[8], prio = KEYS[9], wake = KEYS[10], meta = KEYS[11]}
 local new = {
     data = ARGV[6], ttl = tonumber(ARGV[7]), due = 0, tries = tonumber(ARGV[8]), created = ARGV[12],
-    priority = tonumber(ARGV[13]), unique_for = 0, backoff = '',
+    priority = tonumber(ARGV[13]), unique_for = 0, backoff = '', keep = '',
 }
 create_job(j, q, ns, qname, id, new)
 redis.call('HSET', KEYS[3], field, ARGV[12] .. ' ' .. id)

@@ -26,20 +26,10 @@ from lmstfy_py.client.errors import (
     Unauthorized,
     Unavailable,
 )
-from lmstfy_py.client.job import (
-    DeadJob,
-    DeadLetter,
-    DeadPage,
-    Job,
-    Outcome,
-    QueueStats,
-    Released,
-    Schedule,
-    Scheduled,
-    Settings,
-)
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
 from lmstfy_py.client.retry import RetryPolicy
-from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs, SettingsArgs
+from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs
 from lmstfy_py.client.sync import Client
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 # A queue's counts read the same on both sides of the API: the client answers with the server's own type.
 from lmstfy_py.types import QueueStats as QueueStats
@@ -41,23 +41,6 @@ class Job:
 
     def json(self) -> Any:
         return json.loads(self.data)
-
-
-class Outcome(NamedTuple):
-    """A `result` look-up: the job as it is (its record once it ended) and whether it `ended`
-    (completed, dead, expired or deleted)."""
-
-    job: Job
-    ended: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """A queue's settings (SPEC 13): `keep`, seconds an ended job's record is kept; `events`, how many of
-    the queue's events are kept (0: off)."""
-
-    keep: int
-    events: int
 
 
 @dataclass(frozen=True, slots=True)

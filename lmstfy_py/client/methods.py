@@ -10,18 +10,9 @@ from typing import Any, Unpack
 
 from lmstfy_py.client.calls import Call
 from lmstfy_py.client.core import Requests, request
-from lmstfy_py.client.job import (
-    DeadLetter,
-    DeadPage,
-    Job,
-    Outcome,
-    QueueStats,
-    Released,
-    Schedule,
-    Scheduled,
-    Settings,
-)
-from lmstfy_py.client.routes import AckIds, PublishArgs, PublishOptions, ScheduleArgs, SettingsArgs
+from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
+from lmstfy_py.client.routes import AckIds, PublishArgs, PublishOptions, ScheduleArgs
 
 
 class Methods(Requests):

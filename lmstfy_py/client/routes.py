@@ -17,18 +17,8 @@ from urllib.parse import quote
 
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
-from lmstfy_py.client.job import (
-    DeadJob,
-    DeadLetter,
-    DeadPage,
-    Job,
-    Outcome,
-    QueueStats,
-    Released,
-    Schedule,
-    Scheduled,
-    Settings,
-)
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
@@ -49,13 +39,6 @@ class PublishArgs(TypedDict, total=False):
     backoff_max_ms: int
     attributes: Mapping[str, str]
     keep: int
-
-
-class SettingsArgs(TypedDict, total=False):
-    """The settings `settings` may change (SPEC 13): each one given is set, the others kept."""
-
-    keep: int
-    events: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,12 +186,12 @@ class Routes:
 
     def result(self, queue: str, job_id: str, wait: int) -> Call[Outcome]:
         params = {"wait": str(wait)} if wait else {}
-        return Call("GET", self.path(queue, "job", job_id, "result"), _outcome, params, wait_s=wait)
+        return Call("GET", self.path(queue, "job", job_id, "result"), read_outcome, params, wait_s=wait)
 
     def settings(self, queue: str, changes: SettingsArgs) -> Call[Settings]:
         # Setting the same values again changes nothing: safe to repeat.
         params = {name: str(value) for name, value in changes.items()}
-        return Call("PUT" if params else "GET", self.path(queue, "settings"), _settings, params)
+        return Call("PUT" if params else "GET", self.path(queue, "settings"), read_settings, params)
 
     # -- look, count, drop -------------------------------------------------------------------------
 
@@ -287,15 +270,6 @@ def _released(answer: Answer) -> Released:
     if fields["msg"] == "buried":
         return Released(buried=True)
     return Released(buried=False, due_ms=int(fields["due_ms"]), remain_tries=int(fields["remain_tries"]))
-
-
-def _outcome(answer: Answer) -> Outcome:
-    return Outcome(calls.job_of(calls.success(answer)), answer.status == 200)
-
-
-def _settings(answer: Answer) -> Settings:
-    fields = calls.success(answer)
-    return Settings(int(fields["keep"]), int(fields["events"]))
 
 
 def _stats(answer: Answer) -> QueueStats:

@@ -7,9 +7,10 @@ tell_waiters): jobs nobody waits for cost one GET at their end. This process lis
 subscription per pool (a Redis Cluster forwards a classic PUBLISH to every node, so any node's
 will do) to the namespaces its waiters wait in, and settles each waiter of a job told.
 
-Like the wake loops (store/wake.py), its reading Loop runs while a subscription is open. The
-subscription is made again after a failure (a Redis restart, a failover); a waiter reads its
-job again every RECHECK_S anyway, so an end told while no subscription listened is found then.
+Like the wake loops (store/wake.py), its reading Loop starts with the first subscription. After
+a failure (a Redis restart, a failover) its next read connects and subscribes again; a waiter
+reads its job again every RECHECK_S (store/outcomes.py) anyway, so an end told while no
+subscription listened is found then.
 """
 
 from __future__ import annotations
@@ -84,13 +85,9 @@ class EndWatch:
     async def _read_once(self) -> float | None:
         if self.closed:
             return None
-        if self._pubsub.connection is None and self._confirmed:  # renewed, not subscribed yet
-            await self._pubsub.subscribe(*self._confirmed)
-        try:
-            message = await self._pubsub.get_message(timeout=READ_S)
-        except Exception:
-            await self._renew()
-            raise  # the Loop retries after a backoff
+        # A failed read raises (the Loop retries after a backoff); the next one connects again and
+        # redis-py's PubSub subscribes again to every channel it had.
+        message = await self._pubsub.get_message(timeout=READ_S)
         if message is None:
             return 0
         channel = bytes(message["channel"]).decode()
@@ -102,15 +99,6 @@ class EndWatch:
                 if not waiter.done():
                     waiter.set_result(fields)
         return 0
-
-    async def _renew(self) -> None:
-        """A new subscription to the same channels (made by the next read), after its connection failed."""
-        channels = list(self._confirmed)
-        old, self._pubsub = self._pubsub, self._client.pubsub()
-        with contextlib.suppress(Exception):
-            await old.aclose()
-        for channel in channels:
-            self._confirmed[channel].clear()
 
     async def close(self) -> None:
         """Settles every waiter with None (each answers its job as it is now) and stops listening."""

@@ -98,6 +98,10 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
         created = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
         if earliest:
             self.timers.scheduled(earliest)
+        # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
+        expiries = [now + job.ttl_ms for job, reply in zip(jobs, replies, strict=False) if reply == 2]
+        if expiries:
+            await self._scheduled(ns, min(expiries))
         self.observer.published(self.pool, ns, queue, [j for j, c in zip(jobs, created, strict=True) if c], replaces)
         if replaces and self.layout is not None:
             await self.layout.acked(ns, queue, [replaces])

@@ -23,7 +23,9 @@ wake lists of several queues of one namespace at once.
 | u/{ns}/q/id      | string | tombstone: the id of an ended job stays taken (unique_for)   |
 | d/{ns}/q         | list   | dead letter, packed (tries, id); oldest at the tail          |
 | t/{ns}           | zset   | timer: packed (ns, q, tries, id) + "X" for a reservation,    |
-|                  |        | score = due time in ms                                       |
+|                  |        | score = due time in ms; + "E" (tries 0): when a job with a   |
+|                  |        | keep and a ttl expires, leaving its record (lua/_lib.lua's   |
+|                  |        | set_ttl builds it from the job key; its hash lives ttl+keep) |
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|

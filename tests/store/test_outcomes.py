@@ -8,8 +8,10 @@ import time
 
 import pytest
 
+from benchmarks.harness.redis_servers import RedisProcess
+from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store import keys
+from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import JobInfo, NewJob, QueueSettings
@@ -161,6 +163,30 @@ async def test_the_pump_never_revives_a_record(engine: Engine, pump: Pump) -> No
     assert (await engine.peek_job(NS, Q, "biz")).state == "completed"
 
 
+async def test_a_kept_job_whose_ttl_passes_leaves_an_expired_record_consumed_or_not(engine: Engine, pump: Pump) -> None:
+    before = now_ms()
+    waiting = (await engine.publish(NS, Q, NewJob(b"ready", ttl_ms=1000, keep_s=30))).job_id
+    taken = await reserved(engine, NewJob(b"taken", ttl_ms=1000, keep_s=30), "q2")
+    delayed = (await engine.publish(NS, Q, NewJob(b"later", ttl_ms=1000, delay_ms=5000, keep_s=30))).job_id
+    plain = (await engine.publish(NS, "q3", NewJob(b"plain", ttl_ms=1000))).job_id  # lmstfy's: gone
+    assert (await engine.peek_job(NS, Q, waiting)).job.ttl == 1  # the ttl it was given, not its keep too
+    [listed] = await engine.next_jobs(NS, Q, 1)
+    assert listed.job.ttl == 1
+    await asyncio.sleep(2.1)  # its ttl, and the second it may take to be ended
+    for job_id, queue, body in ((waiting, Q, b"ready"), (taken, "q2", b"taken"), (delayed, Q, b"later")):
+        info = await engine.peek_job(NS, queue, job_id)
+        assert_record(info, "expired", 30, body, None, before)
+        assert info.finished_ms is not None and info.finished_ms <= before + 2100
+    with pytest.raises(NotFound):
+        await engine.peek_job(NS, "q3", plain)
+    assert await engine.stats(NS, Q) == await engine.stats(NS, "empty")
+    assert await engine.stats(NS, "q2") == await engine.stats(NS, "empty")
+    assert await engine.timer_size(NS) == 0
+    with pytest.raises(Conflict):
+        await engine.complete(NS, "q2", taken, b"late")
+    assert await engine.consume(NS, [Q, "q2"], 60_000, 0, 1) == []
+
+
 async def test_result_of_an_ended_job_at_once_and_of_a_live_one_after_its_wait(engine: Engine) -> None:
     with pytest.raises(NotFound, match="job not found"):
         await engine.result(NS, Q, "nope", 1000)
@@ -207,3 +233,37 @@ async def test_stop_waiting_answers_waiters_at_once(engine: Engine) -> None:
     ended, info = await asyncio.wait_for(waiting, 1)
     assert (ended, info.state) == (False, "ready")
     assert await engine.result(NS, Q, job_id, 30_000) == (False, info)
+
+
+async def completed_while_waited(engine: Engine, queue: str) -> float:
+    """Seconds between a complete and its waiter's answer."""
+    job_id = await reserved(engine, NewJob(b"w"), queue)
+    waiting = asyncio.create_task(engine.result(NS, queue, job_id, 10_000))
+    await asyncio.sleep(0.3)
+    ended_at = time.monotonic()
+    await engine.complete(NS, queue, job_id, b"r")
+    ended, info = await asyncio.wait_for(waiting, 5)
+    assert (ended, info.state, info.result) == (True, "completed", b"r")
+    return time.monotonic() - ended_at
+
+
+async def test_waiters_are_told_again_after_a_redis_restart(redis_server: RedisProcess, redis_url: str) -> None:
+    engine = pools.engine("default", PoolConfig("default", url=redis_url))
+    try:
+        assert await completed_while_waited(engine, "before") < 0.5
+        redis_server.stop()
+        await asyncio.sleep(2)  # longer than redis-py's own retries: the reading Loop's backoff
+        redis_server.start()
+        await asyncio.sleep(1.5)  # the subscription is made again within the Loop's backoff
+        assert await completed_while_waited(engine, "after") < 0.5  # told, not found by a waiter's re-read
+    finally:
+        await engine.close()
+
+
+async def test_results_on_a_sentinel_pool(sentinel_config: PoolConfig) -> None:
+    engine = pools.engine("default", sentinel_config)
+    try:
+        await engine.set_queue_settings(NS, Q, 30, None)
+        assert await completed_while_waited(engine, Q) < 0.5
+    finally:
+        await engine.close()

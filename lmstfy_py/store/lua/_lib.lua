@@ -89,10 +89,12 @@ local function pack_member(ns, q, tries, id, reserved)
     return member
 end
 
--- Returns ns, q, tries, id, and whether the member is a reservation.
+-- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), and whether
+-- it is an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl).
 local function unpack_member(member)
     local ns, q, tries, id, after = struct.unpack('<Hc0Hc0HHc0', member)
-    return ns, q, tries, id, after <= #member
+    local suffix = string.sub(member, after, after)
+    return ns, q, tries, id, suffix == 'X', suffix == 'E'
 end
 
 -- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
@@ -144,9 +146,20 @@ local function is_record(state)
     return state == 'C' or state == 'E' or state == 'L'
 end
 
+-- A live job's ttl left (ms, PTTL's: -1 forever) given its keep (field K): a job with a keep
+-- and a ttl lives its keep longer (set_ttl); a record's is its keep left.
+local function ttl_left(job_key, keep, record)
+    local pttl = redis.call('PTTL', job_key)
+    keep = tonumber(keep) or 0
+    if keep > 0 and pttl > 0 and not record then
+        return math.max(pttl - keep * 1000, 1)
+    end
+    return pttl
+end
+
 -- One job's fields as job_state.lua answers them (see there), false where absent.
 local function state_reply(job_key, timer, ns, qname, id)
-    local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f')
+    local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K')
     if not f[1] then
         return nil
     end
@@ -154,7 +167,8 @@ local function state_reply(job_key, timer, ns, qname, id)
     if f[3] == 'T' or f[3] == 'X' then
         due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
     end
-    return {read_data(job_key, f[1], f[9]), redis.call('PTTL', job_key), tonumber(f[2]), f[3] or false,
+    local pttl = ttl_left(job_key, f[12], is_record(f[3]))
+    return {read_data(job_key, f[1], f[9]), pttl, tonumber(f[2]), f[3] or false,
         f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
         f[11] or false}
 end
@@ -182,6 +196,32 @@ end
 local function now_ms()
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A job's expiry member on its namespace's timer t/{ns} (keys.py), built from its key
+-- j/{ns}/q/id: its timer member with 'E' after it. Returns the timer's key and the member.
+local function expiry_member(job_key, id)
+    local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
+    return 't/' .. tag, pack_member(string.sub(tag, 2, -2), qname, 0, id, false) .. 'E'
+end
+
+-- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
+-- expires then, as lmstfy's. With a keep (s) it lives that much longer, and its expiry member on
+-- the timer has the pump end it then as expired, leaving its record (pump.lua). Returns whether
+-- it made an expiry member.
+local function set_ttl(job_key, id, ttl, keep)
+    keep = tonumber(keep) or 0
+    if ttl <= 0 then
+        return false
+    end
+    if keep <= 0 then
+        redis.call('PEXPIRE', job_key, ttl)
+        return false
+    end
+    redis.call('PEXPIRE', job_key, ttl + keep * 1000)
+    local timer, member = expiry_member(job_key, id)
+    redis.call('ZADD', timer, now_ms() + ttl, member)
+    return true
 end
 
 -- Puts a job in its dead letter: it stops expiring, and keeps why and when it died.
@@ -238,6 +278,7 @@ local function finish(job_key, id, final, now, result, keep, unique_for)
     end
     if keep > 0 then
         redis.call('PEXPIRE', job_key, keep * 1000)
+        redis.call('ZREM', expiry_member(job_key, id))
     else
         redis.call('DEL', job_key)
     end
@@ -248,9 +289,10 @@ end
 -- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
 -- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
 -- created (ms; 0: the job id tells, no field c is kept), priority, unique_for (ms), backoff
--- ("base:max" or ""), keep (s; "" = the queue's setting)}. Returns 1, or 0 when a job with this
--- id is alive in the queue or its id is still taken (unique_for): nothing is stored. A record
--- of an ended job with this id is replaced (it holds no id).
+-- ("base:max" or ""), keep (s; "" = the queue's setting)}. Returns 1 (2: it has an expiry
+-- member on the timer, see set_ttl), or 0 when a job with this id is alive in the queue or its
+-- id is still taken (unique_for): nothing is stored. A record of an ended job with this id is
+-- replaced (it holds no id).
 local function create_job(j, q, ns, qname, id, new)
     local state = redis.call('HGET', j.key, 's')
     if (state and not is_record(state)) or redis.call('EXISTS', j.tombstone) == 1 then
@@ -279,9 +321,7 @@ local function create_job(j, q, ns, qname, id, new)
     if new.backoff ~= '' then
         redis.call('HSET', j.key, 'b', new.backoff)
     end
-    if new.ttl > 0 then
-        redis.call('PEXPIRE', j.key, new.ttl)
-    end
+    local expires = set_ttl(j.key, id, new.ttl, keep)
     if new.unique_for > 0 then
         redis.call('HSET', j.key, 'u', new.unique_for)
         if new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
@@ -294,7 +334,7 @@ local function create_job(j, q, ns, qname, id, new)
     else
         push_ready(j.key, q, new.tries, id, new.priority)
     end
-    return 1
+    return expires and 2 or 1
 end
 
 -- Reserves the job of a ready element just popped, in the same step: its timer member at the
@@ -304,7 +344,7 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K')
     if not fields[1] or is_record(fields[4]) then -- expired, or ended and kept: a stale element
         return false
     end
@@ -317,7 +357,7 @@ local function reserve_element(r, qname, q, element)
     out[base + 1] = qname
     out[base + 2] = id
     out[base + 3] = read_data(job, fields[1], fields[3])
-    out[base + 4] = redis.call('PTTL', job)
+    out[base + 4] = ttl_left(job, fields[5])
     out[base + 5] = remain
     out[base + 6] = attempts
     out[base + 7] = fields[2] or false
@@ -371,9 +411,10 @@ end
 
 -- Removes every trace of a job: the element where it waits (field s says where, field t
 -- with which tries it was packed, p whether in the priority set), then its data, or keeps it as
--- a completed record (finish). An ended job's record is left as it is (0).
+-- a record (finish) in state `final` (nil: completed) ended at `now` (nil: Redis's clock). An
+-- ended job's record is left as it is (0).
 -- q = {timer, ready, dead, prio, meta}
-local function remove_job(job_key, ns, qname, id, q)
+local function remove_job(job_key, ns, qname, id, q, final, now)
     local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K')
     local state, tries = f[1], tonumber(f[2])
     if not state or is_record(state) then
@@ -391,6 +432,6 @@ local function remove_job(job_key, ns, qname, id, q)
     elseif state == 'D' then
         redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
-    finish(job_key, id, 'C', nil, nil, f[5], f[4])
+    finish(job_key, id, final or 'C', now, nil, f[5], f[4])
     return 1
 end

@@ -14,14 +14,14 @@ local out, got = {}, 0
 local function add(element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = ARGV[1] .. id
-    local f = redis.call('HMGET', job, 'd', 'p', 'a', 'e', 'c', 'd2')
+    local f = redis.call('HMGET', job, 'd', 'p', 'a', 'e', 'c', 'd2', 'K')
     if not f[1] then
         return
     end
     local base = #out
     out[base + 1] = id
     out[base + 2] = read_data(job, f[1], f[6])
-    out[base + 3] = redis.call('PTTL', job)
+    out[base + 3] = ttl_left(job, f[7])
     out[base + 4] = tries
     out[base + 5] = f[2] or false
     out[base + 6] = f[3] or false

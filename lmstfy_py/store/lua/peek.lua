@@ -7,10 +7,10 @@ local n = tonumber(ARGV[2])
 local function live(element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = ARGV[1] .. id
-    local f = redis.call('HMGET', job, 'd', 'd2')
+    local f = redis.call('HMGET', job, 'd', 'd2', 'K')
     local data = read_data(job, f[1], f[2])
     if data then
-        return {id, data, redis.call('PTTL', job), tries}
+        return {id, data, ttl_left(job, f[3]), tries}
     end
 end
 for _, element in ipairs(redis.call('ZRANGE', KEYS[2], 0, n - 1)) do

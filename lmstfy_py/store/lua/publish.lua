@@ -8,8 +8,9 @@
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)
 -- ARGV[12] keep s of its record once it ended ("" = the queue's keep setting)
 -- ARGV[13..] id of the job it replaces (republish only; it ends completed)
--- Returns 1, or 0 when a job with this id is alive in the queue or its id is still taken
--- (unique_for): nothing is created, and a retried call does nothing twice.
+-- Returns 1 (2: it has a keep and a ttl, which the pump ends, see _lib.lua's set_ttl), or 0 when
+-- a job with this id is alive in the queue or its id is still taken (unique_for): nothing is
+-- created, and a retried call does nothing twice.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
 if #KEYS == 11 then

@@ -1,7 +1,9 @@
 -- pump: move due timer members of one namespace. A delayed job becomes ready. A reservation
 -- whose ttr passed makes its job ready again while tries remain (after its backoff when that is
 -- exponential: it is then delayed until then), else puts it in the dead letter, where the job
--- stops expiring. Members whose job data has expired (or is an ended job's record) are dropped. When jobs became ready, it then
+-- stops expiring. Members whose job data has expired (or is an ended job's record) are dropped.
+-- An expiry member (a job with a keep whose ttl passed, set_ttl) ends its job as expired,
+-- leaving its record, unless the job is no longer that one (dead, ended, or given a new ttl). When jobs became ready, it then
 -- hands them over to this process's waiting consumes in the same step: for each waiter, in the
 -- order given, it reserves as reserve.lua does (reserve_from_queue), so the waiter answers them
 -- without a wake token and a reserve of its own.
@@ -21,13 +23,32 @@ local job_prefix, ready_prefix, dead_prefix, wake_prefix, prio_prefix, meta_pref
 local due = redis.call('ZRANGEBYSCORE', timer, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local to_ready, to_dead = 0, 0
 
+-- An expiry member's job ends as expired, when it is still the job whose ttl passed: alive, with
+-- no more than its keep left to live (a respawn with no ttl made it live for ever).
+local function expire(job, ns, qname, id)
+    local f = redis.call('HMGET', job, 's', 'K')
+    local keep, pttl = tonumber(f[2]) or 0, redis.call('PTTL', job)
+    if not f[1] or f[1] == 'D' or is_record(f[1]) or keep <= 0 or pttl < 0 or pttl > keep * 1000 + 1000 then
+        return
+    end
+    local q = {timer = timer, ready = ready_prefix .. qname, dead = dead_prefix .. qname, prio = prio_prefix .. qname,
+        meta = meta_prefix .. qname}
+    remove_job(job, ns, qname, id, q, 'E', now)
+end
+
 for _, member in ipairs(due) do
-    redis.call('ZREM', timer, member)
-    local ns, qname, tries, id, reserved = unpack_member(member)
+    -- 0: an expiry removed it already (its job's reservation or delay), with its count.
+    local moved = redis.call('ZREM', timer, member) == 1
+    local ns, qname, tries, id, reserved, expiry = unpack_member(member)
     local job = job_prefix .. qname .. '/' .. id
     local meta = meta_prefix .. qname
-    count(meta, reserved and 'X' or 'T', -1)
-    local fields = redis.call('HMGET', job, 's', 'p', 'b', 'a')
+    if moved and expiry then
+        expire(job, ns, qname, id)
+        moved = false
+    elseif moved then
+        count(meta, reserved and 'X' or 'T', -1)
+    end
+    local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a') or {}
     -- A record is not this member's job: the member outlived its job (ttl), whose id's next job ended.
     if fields[1] and not is_record(fields[1]) then
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0

@@ -9,9 +9,11 @@ local n = tonumber(ARGV[1])
 local members = redis.call('ZRANGE', KEYS[1], 0, n - 1)
 local deleted = 0
 for _, member in ipairs(members) do
-    local _, q, _, id, reserved = unpack_member(member)
+    local _, q, _, id, reserved, expiry = unpack_member(member)
     deleted = deleted + redis.call('DEL', ARGV[2] .. q .. '/' .. id)
-    count(ARGV[3] .. q, reserved and 'X' or 'T', -1)
+    if not expiry then
+        count(ARGV[3] .. q, reserved and 'X' or 'T', -1)
+    end
 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)
 return {deleted, redis.call('ZCARD', KEYS[1])}

@@ -6,12 +6,12 @@ local q = {ready = KEYS[2], prio = KEYS[3], wake = KEYS[4], meta = KEYS[5]}
 local ttl = tonumber(ARGV[2])
 return pop_each(KEYS[1], 'RPOP', tonumber(ARGV[1]), function(id)
     local job = ARGV[3] .. id
-    local f = redis.call('HMGET', job, 'p', 'u')
+    local f = redis.call('HMGET', job, 'p', 'u', 'K')
     if redis.call('EXISTS', job) == 0 then
         return 0
     end
     if ttl > 0 then
-        redis.call('PEXPIRE', job, ttl)
+        set_ttl(job, id, ttl, f[3])
         if f[2] then
             redis.call('SET', tombstone_key(job), '1', 'PX', ttl + tonumber(f[2]))
         end

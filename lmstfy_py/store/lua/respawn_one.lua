@@ -10,9 +10,9 @@ if redis.call('HGET', job, 's') ~= 'D' or redis.call('LREM', KEYS[2], -1, pack_e
     return 0
 end
 local ttl, tries, due = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local f = redis.call('HMGET', job, 'p', 'u')
+local f = redis.call('HMGET', job, 'p', 'u', 'K')
 if ttl > 0 then
-    redis.call('PEXPIRE', job, ttl)
+    set_ttl(job, ARGV[3], ttl, f[3])
     if f[2] then
         redis.call('SET', KEYS[8], '1', 'PX', ttl + tonumber(f[2]))
     end

@@ -258,3 +258,20 @@ async def test_the_dashboards_look_up_shows_a_record_and_its_result(admin: httpx
     await complete(api, binary, b"\x00\xff")
     page = (await admin.get("/ui/queue/ns/q", params={"job_id": binary})).text
     assert re.search(r"data-job-result>.*00 ff.*AP8=", page, re.S)  # hex and base64, as data is shown
+
+
+async def test_every_end_is_a_result_and_leaves_its_record(api: Api) -> None:
+    expiring = await api.publish("e", ttl=1, keep=60)
+    dead = await api.kill_one()  # keep 0 and dead: a dead job is not ended for good, but result says so
+    response = await result(api, dead)
+    assert (response.status_code, response.json()["state"]) == (200, "dead")
+    assert (await api.client.put("/api/ns/q/settings", params={"keep": 60}, headers=api.headers)).status_code == 200
+    deleted = await api.kill_one()
+    assert (await api.client.delete(f"/api/ns/q/deadletter/job/{deleted}", headers=api.headers)).status_code == 204
+    dropped = await api.publish()
+    assert (await api.client.delete("/api/ns/q", headers=api.headers)).status_code == 204
+    for job_id in (deleted, dropped):
+        response = await result(api, job_id)
+        assert (response.status_code, response.json()["state"], response.json()["result"]) == (200, "deleted", None)
+    response = await api.client.get(f"/api/ns/e/job/{expiring}/result", params={"wait": 5}, headers=api.headers)
+    assert (response.status_code, response.json()["state"]) == (200, "expired")

@@ -22,6 +22,7 @@ from lmstfy_py.types import JobInfo, JobStateName, QueueSettings
 
 ENDED: frozenset[JobStateName] = frozenset({"completed", "dead", "expired", "deleted"})
 RECHECK_S = 1.0  # a waiter reads its job again this often, in case its end was told while nobody listened
+TOLD_S = 1.0  # how long a waiter that finds its job gone waits for the news of its end
 MARKER_MARGIN_MS = 5000  # a waiter's counter outlives its wait by this much (it is decremented when it leaves)
 
 
@@ -80,19 +81,16 @@ class OutcomeOps(EngineBase):
         if info.state in ENDED or wait_ms <= 0 or self.end_watch.closed:
             return info.state in ENDED, info
         deadline = time.monotonic() + wait_ms / 1000
-        marker = keys.waiters(ns, queue, job_id)
+        marker = contract.WaitMarkKeys(keys.waiters(ns, queue, job_id))
         with self.end_watch.waiting(ns, queue, job_id) as waiter:
             await self.end_watch.subscribe(ns)
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.incr(marker)
-            pipe.pexpire(marker, wait_ms + MARKER_MARGIN_MS, nx=True)
-            pipe.pexpire(marker, wait_ms + MARKER_MARGIN_MS, gt=True)
-            await pipe.execute()
+            ttl = wait_ms + MARKER_MARGIN_MS
+            await self.scripts.wait_mark(self.script_client, marker, contract.WaitMarkArgs(1, ttl))
             try:
                 return await self._await_end(ns, queue, job_id, deadline, waiter)
             finally:
                 with contextlib.suppress(RedisError):
-                    await self.redis.decr(marker)
+                    await self.scripts.wait_mark(self.script_client, marker, contract.WaitMarkArgs(-1, ttl))
 
     async def _await_end(
         self, ns: str, queue: str, job_id: str, deadline: float, waiter: asyncio.Future[contract.JobState | None]
@@ -101,8 +99,12 @@ class OutcomeOps(EngineBase):
             if waiter.done() and (told := waiter.result()) is not None:
                 return True, replies.job_info(ns, queue, job_id, told)
             found = await self._job_state(ns, queue, job_id)
+            if found is None and not waiter.done():
+                # Gone: it ended with no keep, and its end, told to this waiter, is on its way (or
+                # it lives in the pool's other layout, where peek_job finds it).
+                await asyncio.wait([waiter], timeout=TOLD_S)
             if found is None:
-                if waiter.done() and waiter.result() is not None:  # it ended, with no keep, meanwhile
+                if waiter.done() and waiter.result() is not None:
                     continue
                 return await self._peeked(ns, queue, job_id)
             left = deadline - time.monotonic()

@@ -15,6 +15,7 @@ class Scripts:
     touch = jobs.TOUCH
     bury = jobs.BURY
     complete = jobs.COMPLETE
+    wait_mark = jobs.WAIT_MARK
     peek = jobs.PEEK
     next_jobs = jobs.NEXT_JOBS
     job_state = jobs.JOB_STATE

@@ -173,6 +173,16 @@ class CompleteArgs(NamedTuple):
     result: bytes
 
 
+class WaitMarkKeys(NamedTuple):
+    waiters: str
+
+
+class WaitMarkArgs(NamedTuple):
+    delta: int
+    ms: int
+
+
+WAIT_MARK = store_step("wait_mark", WaitMarkKeys, WaitMarkArgs, int)
 RELEASE = store_step("release", ReleaseKeys, ReleaseArgs, _outcome)
 COMPLETE = store_step("complete", CompleteKeys, CompleteArgs, _outcome)
 TOUCH = store_step("touch", VerbKeys, TouchArgs, _outcome)

@@ -180,7 +180,7 @@ local function waiters_key(job_key)
 end
 
 local function waited_for(job_key)
-    return (tonumber(redis.call('GET', waiters_key(job_key))) or 0) > 0
+    return redis.call('EXISTS', waiters_key(job_key)) == 1
 end
 
 -- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose due

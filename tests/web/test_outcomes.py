@@ -275,3 +275,19 @@ async def test_every_end_is_a_result_and_leaves_its_record(api: Api) -> None:
         assert (response.status_code, response.json()["state"], response.json()["result"]) == (200, "deleted", None)
     response = await api.client.get(f"/api/ns/e/job/{expiring}/result", params={"wait": 5}, headers=api.headers)
     assert (response.status_code, response.json()["state"]) == (200, "expired")
+
+
+async def test_keep_on_bulk_and_republish_applies_to_their_jobs(api: Api) -> None:
+    bulk = await api.client.put("/api/ns/b/bulk", params={"keep": 60}, content=b'["one","two"]', headers=api.headers)
+    ids = bulk.json()["job_ids"]
+    for job_id in ids:
+        assert (await api.consume_job("b"))["job_id"] in ids
+        assert (await api.client.delete(f"/api/ns/b/job/{job_id}", headers=api.headers)).status_code == 204
+        assert (await api.client.get(f"/api/ns/b/job/{job_id}", headers=api.headers)).json()["state"] == "completed"
+    old = await reserved(api, keep=60)
+    response = await api.client.put(f"/api/ns/q/job/{old}", params={"keep": 60}, content=b"new", headers=api.headers)
+    new = response.json()["job_id"]
+    assert (await api.get(f"/job/{old}")).json()["state"] == "completed"  # republish ended it
+    assert (await api.consume_job())["job_id"] == new
+    assert (await complete(api, new, b"r")).status_code == 200
+    assert (await api.get(f"/job/{new}")).json()["state"] == "completed"

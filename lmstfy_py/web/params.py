@@ -147,9 +147,8 @@ def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
 
 def keep(query: QueryParams) -> int | None:
     """`keep=S`: seconds the job's record outlives its end; None when not given (the queue's setting)."""
-    if _first(query, "keep") is None:
-        return None
-    return uint(query, "keep", 0, MAX_KEEP_S)
+    found = uint(query, "keep", -1, MAX_KEEP_S)  # -1: absent (one look-up on publish's hot path)
+    return None if found < 0 else found
 
 
 def business_ids(query: QueryParams) -> tuple[str, ...]:

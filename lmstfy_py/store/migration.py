@@ -29,17 +29,7 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.long_poll import long_poll
-from lmstfy_py.types import (
-    DeadLetterHead,
-    DeadPage,
-    Job,
-    JobInfo,
-    NewJob,
-    Published,
-    PusherWait,
-    QueueSettings,
-    QueueStats,
-)
+from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, PusherWait, QueueStats
 
 MIGRATION_SLICE_S = 0.5
 P = ParamSpec("P")
@@ -66,6 +56,19 @@ def _both(op: Callable[Concatenate[Engine, P], Awaitable[T]], merge: Callable[[T
         return merge(await op(self.old, *args, **kwargs), await op(self.new, *args, **kwargs))
 
     return routed
+
+
+def _in_new(op: Callable[Concatenate[Engine, P], Awaitable[T]]) -> Routed[P, T]:
+    """The new pool's `op` alone."""
+
+    async def routed(self: MigrationEngine, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await op(self.new, *args, **kwargs)
+
+    return routed
+
+
+def _the_new_pools(old: T, new: T) -> T:
+    return new
 
 
 def _done(old: None, new: None) -> None:
@@ -129,6 +132,10 @@ class MigrationEngine:
     purge_namespace = _both(Engine.purge_namespace, operator.add)
     ping = _both(Engine.ping, _done)
     stop_waiting = _both(Engine.stop_waiting, _done)  # so no wait of either pool lingers
+    # A queue's settings: the new pool's, where new jobs are published and read them; set on both,
+    # as they outlive the migration (which ends by dropping the old pool) and its old jobs end there.
+    queue_settings = _in_new(Engine.queue_settings)
+    set_queue_settings = _both(Engine.set_queue_settings, _the_new_pools)
 
     async def _old_then_new(self, limit: int, call: Callable[[Engine, int], Awaitable[list[T]]]) -> list[T]:
         found = await call(self.old, limit)
@@ -186,15 +193,6 @@ class MigrationEngine:
         )
         source.observer.consumed(source.pool, ns, queues, count, jobs)  # by the pool that held them
         return jobs
-
-    async def queue_settings(self, ns: str, queue: str) -> QueueSettings:
-        """The new pool's: new jobs are published there, and read them."""
-        return await self.new.queue_settings(ns, queue)
-
-    async def set_queue_settings(self, ns: str, queue: str, keep_s: int | None, events: int | None) -> QueueSettings:
-        # On both: the settings outlive the migration, which ends by dropping the old pool.
-        await self.old.set_queue_settings(ns, queue, keep_s, events)
-        return await self.new.set_queue_settings(ns, queue, keep_s, events)
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
         return await self._old_then_new(limit, lambda pool, left: pool.next_jobs(ns, queue, left))

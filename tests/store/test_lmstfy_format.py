@@ -241,15 +241,21 @@ async def test_lmstfys_dead_letter_is_seen_behind_ours_and_respawned(store: Engi
     assert all(110 <= job.ttl <= 120 for job in jobs)
 
 
-async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
-    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
-) -> None:
+def delivered_by_lmstfy(lmstfy: LmstfyPool) -> str:
+    """The id of a job lmstfy published and delivered itself, before the switch."""
     now = int(time.time())
     lmstfy.publish(NS, "q", b"in flight", now=now)
     taken = lmstfy.reserve(NS, ["q"], ttr=1, now=now)
     assert taken is not None
-    assert await store.ack(NS, "q", taken.job_id) is True
-    assert lmstfy.client.exists(job_key(NS, "q", taken.job_id)) == 0
+    return taken.job_id
+
+
+async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
+    store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
+) -> None:
+    taken = delivered_by_lmstfy(lmstfy)
+    assert await store.ack(NS, "q", taken) is True
+    assert lmstfy.client.exists(job_key(NS, "q", taken)) == 0
     assert await store.consume(NS, ["q"], 60_000, 2_500, 1) == []  # its reservation ended: nothing comes back
     assert lmstfy.client.zcard(TIMER_SET) == 0
 
@@ -257,21 +263,18 @@ async def test_an_ack_through_lmstfy_py_of_a_job_lmstfy_delivered_is_final(
 async def test_complete_through_lmstfy_py_of_a_job_lmstfy_delivered_is_an_ack(
     store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
 ) -> None:
-    now = int(time.time())
-    lmstfy.publish(NS, "q", b"in flight", now=now)
-    taken = lmstfy.reserve(NS, ["q"], ttr=1, now=now)
-    assert taken is not None
+    taken = delivered_by_lmstfy(lmstfy)
     await store.set_queue_settings(NS, "q", 60, None)
-    await store.complete(NS, "q", taken.job_id, b"result")
-    assert lmstfy.client.exists(job_key(NS, "q", taken.job_id)) == 0
+    await store.complete(NS, "q", taken, b"result")
+    assert lmstfy.client.exists(job_key(NS, "q", taken)) == 0
     with pytest.raises(NotFound):  # it had no keep: no record
-        await store.peek_job(NS, "q", taken.job_id)
+        await store.peek_job(NS, "q", taken)
     with pytest.raises(NotFound):
-        await store.complete(NS, "q", taken.job_id, b"result")
+        await store.complete(NS, "q", taken, b"result")
     assert await store.consume(NS, ["q"], 60_000, 2_500, 1) == []
 
 
-async def test_complete_of_a_job_moved_into_our_layout_keeps_its_result(store: Engine, lmstfy: LmstfyPool) -> None:
+async def test_complete_of_a_job_lmstfy_published_is_an_ack(store: Engine, lmstfy: LmstfyPool) -> None:
     lmstfy.publish(NS, "q", b"moved")
     [job] = await store.consume(NS, ["q"], 60_000, 0, 1)
     await store.complete(NS, "q", job.job_id, b"result")

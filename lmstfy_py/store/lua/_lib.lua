@@ -157,52 +157,58 @@ local function ttl_left(job_key, keep, record)
     return pttl
 end
 
--- One job's fields as job_state.lua answers them (see there), false where absent.
-local function state_reply(job_key, timer, ns, qname, id)
-    local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K')
-    if not f[1] then
-        return nil
-    end
-    local due = false
-    if f[3] == 'T' or f[3] == 'X' then
-        due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
-    end
-    local pttl = ttl_left(job_key, f[12], is_record(f[3]))
-    return {read_data(job_key, f[1], f[9]), pttl, tonumber(f[2]), f[3] or false,
-        f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
-        f[11] or false}
-end
-
 -- result() waiters of a job (store/outcomes.py) keep a counter rw/{ns}/q/id beside its hash
--- j/{ns}/q/id while they wait; an ending step tells them on the channel ended/{ns} (keys.py).
-local function waiters_key(job_key)
-    return 'rw' .. string.sub(job_key, 2)
-end
-
+-- j/{ns}/q/id while they wait (wait_mark.lua); an ending step tells them on the channel
+-- ended/{ns} (keys.py).
 local function waited_for(job_key)
-    return redis.call('EXISTS', waiters_key(job_key)) == 1
+    return redis.call('EXISTS', 'rw' .. string.sub(job_key, 2)) == 1
 end
 
--- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose due
--- an ended job has none of): a job that leaves no record is answered all the same.
-local function tell_waiters(job_key, id)
-    local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
-    local reply = state_reply(job_key, '', '', qname, id)
-    if reply then
-        redis.call('PUBLISH', 'ended/' .. tag, cmsgpack.pack({qname .. '/' .. id, reply}))
+-- The helpers of kept jobs and told waiters (SPEC 13), made only by a step that needs one:
+-- every step runs this library first, and each function defined at its top level costs every
+-- call of every step (~0.15 us each), those defined in here only the calls that use them.
+local function outcomes()
+    local o = {}
+
+    -- One job's fields as job_state.lua answers them (see there), false where absent.
+    function o.state_reply(job_key, timer, ns, qname, id)
+        local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K')
+        if not f[1] then
+            return nil
+        end
+        local due = false
+        if f[3] == 'T' or f[3] == 'X' then
+            due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
+        end
+        local pttl = ttl_left(job_key, f[12], is_record(f[3]))
+        return {read_data(job_key, f[1], f[9]), pttl, tonumber(f[2]), f[3] or false,
+            f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
+            f[11] or false}
     end
-end
 
-local function now_ms()
-    local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+    -- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose
+    -- due an ended job has none of): a job that leaves no record is answered all the same.
+    function o.tell_waiters(job_key, id)
+        local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
+        local reply = o.state_reply(job_key, '', '', qname, id)
+        if reply then
+            redis.call('PUBLISH', 'ended/' .. tag, cmsgpack.pack({qname .. '/' .. id, reply}))
+        end
+    end
 
--- A job's expiry member on its namespace's timer t/{ns} (keys.py), built from its key
--- j/{ns}/q/id: its timer member with 'E' after it. Returns the timer's key and the member.
-local function expiry_member(job_key, id)
-    local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
-    return 't/' .. tag, pack_member(string.sub(tag, 2, -2), qname, 0, id, false) .. 'E'
+    function o.now_ms()
+        local t = redis.call('TIME')
+        return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+
+    -- A job's expiry member on its namespace's timer t/{ns} (keys.py), built from its key
+    -- j/{ns}/q/id: its timer member with 'E' after it. Returns the timer's key and the member.
+    function o.expiry_member(job_key, id)
+        local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
+        return 't/' .. tag, pack_member(string.sub(tag, 2, -2), qname, 0, id, false) .. 'E'
+    end
+
+    return o
 end
 
 -- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
@@ -219,8 +225,9 @@ local function set_ttl(job_key, id, ttl, keep)
         return false
     end
     redis.call('PEXPIRE', job_key, ttl + keep * 1000)
-    local timer, member = expiry_member(job_key, id)
-    redis.call('ZADD', timer, now_ms() + ttl, member)
+    local o = outcomes()
+    local timer, member = o.expiry_member(job_key, id)
+    redis.call('ZADD', timer, o.now_ms() + ttl, member)
     return true
 end
 
@@ -233,7 +240,7 @@ local function push_dead(job_key, dead, id, reason, now)
     end
     redis.call('PERSIST', job_key)
     if waited_for(job_key) then
-        tell_waiters(job_key, id)
+        outcomes().tell_waiters(job_key, id)
     end
 end
 
@@ -267,18 +274,22 @@ end
 local function finish(job_key, id, final, now, result, keep, unique_for)
     keep = tonumber(keep) or 0
     local waiting = waited_for(job_key)
-    if keep > 0 or waiting then
-        redis.call('HSET', job_key, 's', final, 'f', now or now_ms())
-        if result then
-            redis.call('HSET', job_key, 'r', result)
-        end
-        if waiting then
-            tell_waiters(job_key, id)
-        end
+    if keep <= 0 and not waiting then -- lmstfy's end: gone at once
+        redis.call('DEL', job_key)
+        ended(job_key, unique_for)
+        return
+    end
+    local o = outcomes()
+    redis.call('HSET', job_key, 's', final, 'f', now or o.now_ms())
+    if result then
+        redis.call('HSET', job_key, 'r', result)
+    end
+    if waiting then
+        o.tell_waiters(job_key, id)
     end
     if keep > 0 then
         redis.call('PEXPIRE', job_key, keep * 1000)
-        redis.call('ZREM', expiry_member(job_key, id))
+        redis.call('ZREM', o.expiry_member(job_key, id))
     else
         redis.call('DEL', job_key)
     end
@@ -407,6 +418,18 @@ local function reserved_tries(job_key)
         return nil, {'not reserved'}
     end
     return tonumber(f[2])
+end
+
+-- Ends the reservation of the job a worker verb names (bury, complete): its timer member and
+-- count go. Returns its tries, or nil and the verb's answer when it is not reserved.
+local function take_reservation(job_key, timer, meta, ns, qname, id)
+    local tries, refusal = reserved_tries(job_key)
+    if not tries then
+        return nil, refusal
+    end
+    redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
+    count(meta, 'X', -1)
+    return tries
 end
 
 -- Removes every trace of a job: the element where it waits (field s says where, field t

@@ -4,12 +4,10 @@
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3] meta hash
 -- ARGV[1] namespace  ARGV[2] queue  ARGV[3] job id  ARGV[4] now ms  ARGV[5] result
 -- Returns {"completed"}, {"missing"} or {"not reserved"} (also for an ended job's record).
-local tries, refusal = reserved_tries(KEYS[1])
+local tries, refusal = take_reservation(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 if not tries then
     return refusal
 end
-redis.call('ZREM', KEYS[2], pack_member(ARGV[1], ARGV[2], tries, ARGV[3], true))
-count(KEYS[3], 'X', -1)
 local f = redis.call('HMGET', KEYS[1], 'K', 'u')
 finish(KEYS[1], ARGV[3], 'C', tonumber(ARGV[4]), ARGV[5], f[1], f[2])
 return {'completed'}

@@ -4,4 +4,4 @@
 -- Returns {msgpack data, pttl ms, tries, state, priority, attempts, last error, died ms,
 -- created ms, due ms (delayed or reserved), result (a completed record's), finished ms (a
 -- record's)}, false where a field is absent; nil when there is no such job.
-return state_reply(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+return outcomes().state_reply(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])

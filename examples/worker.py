@@ -22,7 +22,8 @@ from lmstfy_py.worker import Worker
 
 
 async def close_order(job: Job) -> None:
-    """Returning ACKs the job; Bury sends it to the dead letter; any other exception retries it."""
+    """Returning None ACKs the job (a value would complete it with that result, for `result` to read);
+    Bury sends it to the dead letter; any other exception retries it."""
     order = job.json()
     if "order" not in order:
         raise Bury("not an order")  # trying again would not help

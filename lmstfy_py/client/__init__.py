@@ -27,6 +27,7 @@ from lmstfy_py.client.errors import (
     Unavailable,
 )
 from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
 from lmstfy_py.client.retry import RetryPolicy
 from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs
 from lmstfy_py.client.sync import Client
@@ -47,6 +48,7 @@ __all__ = [
     "Job",
     "LmstfyError",
     "NotFound",
+    "Outcome",
     "PayloadTooLarge",
     "PublishArgs",
     "QueueStats",
@@ -56,6 +58,8 @@ __all__ = [
     "ScheduleArgs",
     "Scheduled",
     "ServerError",
+    "Settings",
+    "SettingsArgs",
     "Throttled",
     "Unauthorized",
     "Unavailable",

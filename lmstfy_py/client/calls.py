@@ -114,7 +114,11 @@ def base64_data(text: str | None) -> bytes:
     return binascii.a2b_base64(text or "")  # Go lmstfy answers null for an empty body
 
 
-NO_STATE = (None, None, None, None, None)
+def _optional_data(text: str | None) -> bytes | None:
+    return None if text is None else base64_data(text)
+
+
+NO_STATE = (None, None, None, None, None, None, None)
 
 
 def job_of(fields: dict[str, Any]) -> Job:
@@ -132,6 +136,8 @@ def job_of(fields: dict[str, Any]) -> Job:
             fields.get("attempts"),
             fields.get("priority"),
             fields.get("last_error"),
+            _optional_data(fields.get("result")),
+            fields.get("finished_ms"),
         )
         if "state" in fields
         else NO_STATE

@@ -28,11 +28,13 @@ class Job:
     elapsed_ms: int = 0
     remain_tries: int = 0
     attributes: dict[str, str] = field(default_factory=dict)
-    state: str | None = None  # delayed, ready, reserved or dead
+    state: str | None = None  # delayed, ready, reserved or dead; an ended job's record: completed, expired, deleted
     due_ms: int | None = None  # unix ms: when a delayed job becomes ready, or a reservation ends
     attempts: int | None = None  # deliveries so far
     priority: int | None = None
     last_error: str | None = None  # the reason of its last release or bury
+    result: bytes | None = None  # what its `complete` kept (None for any other end, and while it lives)
+    finished_ms: int | None = None  # unix ms: when it ended; None while it lives
 
     def text(self, encoding: str = "utf-8") -> str:
         return self.data.decode(encoding)

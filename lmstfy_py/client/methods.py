@@ -11,6 +11,7 @@ from typing import Any, Unpack
 from lmstfy_py.client.calls import Call
 from lmstfy_py.client.core import Requests, request
 from lmstfy_py.client.job import DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
 from lmstfy_py.client.routes import AckIds, PublishArgs, PublishOptions, ScheduleArgs
 
 
@@ -96,6 +97,25 @@ class Methods(Requests):
     def bury(self, queue: str, job_id: str, *, reason: str | None = None) -> Call[None]:
         """Moves the reserved job to the dead letter now."""
         return self.routes.bury(queue, job_id, reason)
+
+    # -- outcomes (lmstfy-py only) -----------------------------------------------------------------
+
+    @request
+    def complete(self, queue: str, job_id: str, *, result: bytes | str = b"") -> Call[None]:
+        """The reserved job is done, with `result` (bytes, or str sent as UTF-8; at most 1 MiB): an ACK
+        that keeps the result for `result()` to read while the job's record is kept (its `keep`)."""
+        return self.routes.complete(queue, job_id, result)
+
+    @request
+    def result(self, queue: str, job_id: str, *, wait: int = 0) -> Call[Outcome]:
+        """The job and whether it ended (completed, dead, expired or deleted), waiting up to `wait`
+        seconds (0..600) for its end; NotFound when it is unknown or its record is gone."""
+        return self.routes.result(queue, job_id, wait)
+
+    @request
+    def settings(self, queue: str, **changes: Unpack[SettingsArgs]) -> Call[Settings]:
+        """The queue's settings, after setting those given (`keep` seconds, `events` kept)."""
+        return self.routes.settings(queue, changes)
 
     # -- look, count, drop --------------------------------------------------------------------------
 

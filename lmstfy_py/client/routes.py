@@ -1,5 +1,5 @@
 """Every data-plane route of one namespace, as a `Call`: lmstfy's routes and lmstfy-py's (SPEC
-sections 2, 7 and 9). Nothing here sends anything; Client and AsyncClient do.
+sections 2, 7, 9 and 13). Nothing here sends anything; Client and AsyncClient do.
 
 Parameters the caller leaves at None are not sent, so the server's configured defaults apply.
 Durations are seconds; a fractional one is sent in milliseconds (`delay_ms`, `ttr_ms`, lmstfy-py
@@ -18,6 +18,7 @@ from urllib.parse import quote
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
 from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
@@ -37,6 +38,7 @@ class PublishArgs(TypedDict, total=False):
     backoff_ms: int
     backoff_max_ms: int
     attributes: Mapping[str, str]
+    keep: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,7 @@ class PublishOptions:
     backoff_ms: int | None = None
     backoff_max_ms: int | None = None
     attributes: Mapping[str, str] | None = None
+    keep: int | None = None  # seconds its record outlives its end (lmstfy-py only); None: the queue's
 
     def params(self, job_ids: Sequence[str] | None = None) -> dict[str, str]:
         given = {
@@ -62,6 +65,7 @@ class PublishOptions:
             "backoff": self.backoff,
             "backoff_ms": self.backoff_ms,
             "backoff_max_ms": self.backoff_max_ms,
+            "keep": self.keep,
             "job_id": ",".join(job_ids) if job_ids else None,
         }
         return {**duration("delay", self.delay), **{k: str(v) for k, v in given.items() if v is not None}}
@@ -172,6 +176,22 @@ class Routes:
     def bury(self, queue: str, job_id: str, reason: str | None) -> Call[None]:
         params = {"reason": reason} if reason else {}
         return Call("PUT", self.path(queue, "job", job_id, "bury"), calls.nothing, params, repeatable=False)
+
+    # -- outcomes (lmstfy-py only, SPEC 13) ------------------------------------------------------
+
+    def complete(self, queue: str, job_id: str, result: bytes | str) -> Call[None]:
+        # A repeat after success answers 409 or 404 (the job ended): not an answer to give the caller.
+        path = self.path(queue, "job", job_id, "complete")
+        return Call("PUT", path, calls.nothing, body=_data(result), repeatable=False)
+
+    def result(self, queue: str, job_id: str, wait: int) -> Call[Outcome]:
+        params = {"wait": str(wait)} if wait else {}
+        return Call("GET", self.path(queue, "job", job_id, "result"), read_outcome, params, wait_s=wait)
+
+    def settings(self, queue: str, changes: SettingsArgs) -> Call[Settings]:
+        # Setting the same values again changes nothing: safe to repeat.
+        params = {name: str(value) for name, value in changes.items()}
+        return Call("PUT" if params else "GET", self.path(queue, "settings"), read_settings, params)
 
     # -- look, count, drop -------------------------------------------------------------------------
 

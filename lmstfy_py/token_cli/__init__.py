@@ -9,11 +9,11 @@ app.py holds the command group; client.py the HTTP; render.py the text; each oth
 commands of one concern, registered on the group when imported here.
 """
 
-from lmstfy_py.token_cli import deadletters, pushers, schedules, server, tokens
+from lmstfy_py.token_cli import deadletters, outcomes, pushers, schedules, server, tokens
 from lmstfy_py.token_cli.app import token
 from lmstfy_py.token_cli.client import PROG
 
-__all__ = ["deadletters", "main", "pushers", "schedules", "server", "token", "tokens"]
+__all__ = ["deadletters", "main", "outcomes", "pushers", "schedules", "server", "token", "tokens"]
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.push import shown
-from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueStats, Released
+from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueSettings, QueueStats, Released
 
 JSON = "application/json"
 
@@ -36,9 +36,11 @@ def job_json(job: Job, consumed: bool) -> dict[str, Any]:
     return shown
 
 
-def job_info_json(info: JobInfo) -> dict[str, Any]:
-    """lmstfy's job object and, beyond lmstfy, where the job is in its life."""
-    return {
+def job_info_json(info: JobInfo, outcome: bool = False) -> dict[str, Any]:
+    """lmstfy's job object and, beyond lmstfy, where the job is in its life. An ended job's record
+    (SPEC 13) adds when it ended and a complete's result; so does every answer of `result`
+    (`outcome`), null while the job lives. A live job's look-up keeps today's fields exactly."""
+    shown_info = {
         **job_json(info.job, consumed=False),
         "state": info.state,
         "due_ms": info.due_ms,
@@ -46,6 +48,14 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
         "priority": info.priority,
         "last_error": shown.optional_reason(info.last_error),
     }
+    if outcome or info.finished_ms is not None:
+        shown_info["result"] = None if info.result is None else _b64(info.result)
+        shown_info["finished_ms"] = info.finished_ms
+    return shown_info
+
+
+def settings_json(ns: str, queue: str, settings: QueueSettings) -> dict[str, Any]:
+    return {"namespace": ns, "queue": queue, "keep": settings.keep_s, "events": settings.events}
 
 
 def published(result: Published) -> Response:

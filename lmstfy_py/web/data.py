@@ -20,8 +20,8 @@ from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import hot_routes, instrument, lifecycle, params, schedules
-from lmstfy_py.web.answers import JSON, consumed_body, job_info_json, job_json, no_content, published, published_many
+from lmstfy_py.web import hot_routes, instrument, lifecycle, outcomes, params, schedules
+from lmstfy_py.web.answers import JSON, consumed_body, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
 from lmstfy_py.web.target import Target, defaults_of, job_id_of, target_of, throttle
 
@@ -82,9 +82,10 @@ async def peek_queue(request: Request) -> Response:
 
 
 async def peek_job(request: Request) -> Response:
-    """lmstfy's job object, and beyond lmstfy its state, due time, attempts, priority, last error."""
+    """lmstfy's job object, and beyond lmstfy its state, due time, attempts, priority, last error, and
+    an ended job's record (web/outcomes.py)."""
     target = await target_of(request)
-    return JSONResponse(job_info_json(await target.store.peek_job(target.ns, target.queue, job_id_of(request))))
+    return await outcomes.look_up(target.store, target.ns, target.queue, job_id_of(request))
 
 
 # -- queue ---------------------------------------------------------------------------
@@ -160,6 +161,7 @@ ROUTES = [
     route(QUEUE + "/deadletter/size", "GET", dead_letter_size),
     route(QUEUE, "DELETE", destroy),
     *lifecycle.ROUTES,
+    *outcomes.ROUTES,
     *schedules.ROUTES,
 ]
 

@@ -20,7 +20,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Receive
 
 from lmstfy_py import ids
-from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
 from lmstfy_py.errors import BodyTooLarge, InvalidParameter
 from lmstfy_py.types import Backoff, NewJob
@@ -29,6 +28,9 @@ MAX_BODY = 1 << 20  # bytes of any request body (lmstfy: of one job)
 MAX_PRIORITY = 255
 MAX_REASON_BYTES = 1024
 MAX_DEAD_PAGE = 100
+MAX_KEEP_S = 2_592_000  # 30 days: how long an ended job's record may be kept (SPEC 13)
+MAX_EVENTS = 1_000_000
+MAX_RESULT_WAIT_S = 600
 BACKOFF_POLICIES = ("fixed", "exponential")
 DEFAULT_BACKOFF = Backoff()
 MAX_NAME_BYTES = 255
@@ -107,6 +109,7 @@ class PublishOptions:
     job_ids: tuple[str, ...] = ()  # chosen by the business: one, or one per job of a bulk
     unique_for_ms: int = 0
     backoff: Backoff | None = None
+    keep_s: int | None = None  # None: the queue's keep setting
 
     def job(self, body: bytes, attributes: dict[str, str] | None, job_id: str | None = None) -> NewJob:
         return NewJob(
@@ -119,6 +122,7 @@ class PublishOptions:
             job_id=job_id,
             unique_for_ms=self.unique_for_ms,
             backoff=self.backoff,
+            keep_s=self.keep_s,
         )
 
 
@@ -134,10 +138,17 @@ def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
     unique_for_ms = seconds(query, "unique_for", 0) * 1000
     priority = uint(query, "priority", 0, MAX_PRIORITY)
     chosen_backoff = backoff(query)
+    keep_s = keep(query)
     # Our own rules between values come after every value's form (lmstfy's ttl/delay one stays where lmstfy has it).
     if unique_for_ms and not job_ids:
         raise InvalidParameter("unique_for needs a job_id: an id made by the server is never reused")
-    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, chosen_backoff)
+    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, chosen_backoff, keep_s)
+
+
+def keep(query: QueryParams) -> int | None:
+    """`keep=S`: seconds the job's record outlives its end; None when not given (the queue's setting)."""
+    found = uint(query, "keep", -1, MAX_KEEP_S)  # -1: absent (one look-up on publish's hot path)
+    return None if found < 0 else found
 
 
 def business_ids(query: QueryParams) -> tuple[str, ...]:
@@ -363,32 +374,3 @@ def form_values(body: bytes, content_type: str, query: QueryParams) -> dict[str,
     for key, value in query.multi_items():
         merged.setdefault(key, value)
     return merged
-
-
-# -- throttle limits (admin) -------------------------------------------------------
-
-
-def limiter(body: bytes) -> Limit:
-    """lmstfy's limiter JSON {"read","write","interval"}; an absent or null field is 0, as Go decodes it."""
-    try:
-        found = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidParameter("the limit should be a JSON object") from exc
-    if not isinstance(found, dict):
-        raise InvalidParameter("the limit should be a JSON object")
-    read, write, interval = (_limit_value(found, name) for name in ("read", "write", "interval"))
-    if read == write == 0:
-        raise InvalidParameter("the read and write of the limit can't both be 0")
-    if interval == 0:
-        raise InvalidParameter("interval should be > 0")
-    return Limit(read, write, interval)
-
-
-def _limit_value(found: dict[str, object], name: str) -> int:
-    value = found.get(name)
-    if value is None:
-        return 0
-    # bool is an int subclass, and Go refuses true, 1.5 and 1.0 for an integer alike.
-    if type(value) is not int or not 0 <= value <= UINT32_MAX:
-        raise InvalidParameter(f"invalid {name}: should be an integer from 0 to {UINT32_MAX}")
-    return value

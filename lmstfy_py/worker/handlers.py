@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import importlib
 import inspect
+import json
 import os
 import sys
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 
 from lmstfy_py.client import Job
 
-Handler = Callable[[Job], Any]  # a function or a coroutine function of one Job; what it returns is ignored
+Handler = Callable[[Job], Any]  # a function or a coroutine function of one Job; what it returns, its result
 
 MAX_REASON_BYTES = 1024  # the server refuses a longer reason
 
@@ -88,6 +89,19 @@ class HandlerThreads:
                 future.set_result(result)
             else:
                 future.set_exception(failure)
+
+
+def result_body(returned: object) -> bytes | None:
+    """A handler's return value as the result its job is completed with: bytes as they are, str as UTF-8,
+    anything else as JSON; None: no result (a plain ACK, which Go lmstfy understands too). A value JSON
+    cannot encode raises TypeError or ValueError: the handler's failure."""
+    if returned is None or isinstance(returned, bytes):
+        return returned
+    if isinstance(returned, bytearray | memoryview):
+        return bytes(returned)
+    if isinstance(returned, str):
+        return returned.encode()
+    return json.dumps(returned, separators=(",", ":"), allow_nan=False).encode()
 
 
 def is_async(handler: Handler) -> bool:

@@ -6,8 +6,9 @@
   of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
   (pace.py). While every slot has a job in hand, a fetcher waits until room for half a consume
   is free: asking for each freed slot at once sent a quarter of all consumes for 1-9 jobs.
-- A handler that returns has its job ACKed in a batch (acks.py), carried by the next consume
-  where it can; one that raises `Bury` buries
+- A handler that returns None has its job ACKed in a batch (acks.py), carried by the next consume
+  where it can; one that returns a value completes it with that result (lmstfy-py's complete,
+  SPEC 13; handlers.result_body); one that raises `Bury` buries
   it; one that raises anything else releases it, so that the job's backoff applies, with the
   exception as its last error.
 - The lease keeper touches the running jobs held past half their ttr. A job still waiting for a
@@ -41,6 +42,7 @@ from typing import Any
 from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Throttled, Unavailable
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.worker.acks import AckBatcher
+from lmstfy_py.worker.handlers import result_body
 from lmstfy_py.worker.metrics import Recorder
 from lmstfy_py.worker.pace import Pace
 from lmstfy_py.worker.settle import BACKOFF_S, MAX_BACKOFF_S, Settler
@@ -280,8 +282,9 @@ class Run:
         job = running.job
         started = time.perf_counter()
         failure: Exception | None = None
+        result: bytes | None = None
         try:
-            await self.call(job)
+            result = result_body(await self.call(job))
         except Exception as exc:
             failure = exc
         finally:
@@ -299,9 +302,12 @@ class Run:
             return  # released at the stop: another worker may have it by now
         seconds = time.perf_counter() - started
         if failure is None:
-            self.acks.add(job.queue, job.id)
             self.metrics.done(job.queue, seconds)
             self.tally.processed += 1
+            if result is None:
+                self.acks.add(job.queue, job.id)
+            else:
+                await self.settler.complete(job, result)
             return
         self.tally.failed += 1
         if isinstance(failure, Bury):

@@ -21,18 +21,20 @@ MAX_COUNT = 100  # the server's largest consume
 class Worker:
     """Runs `handler(job)` for the jobs of `queues` (listed first wins) of one namespace.
 
-    `handler` is a function or a coroutine function taking a `Job`: a return ACKs the job,
-    `raise Bury("why")` buries it, any other exception releases it with the job's backoff.
-    Sync handlers run on `concurrency` threads, async ones on the event loop. `prefetch` jobs
-    more than `concurrency` may be held reserved, waiting for a slot (given back untried once
-    they have waited half their ttr, and at a stop); by default the buffer follows the handlers'
-    pace: what they finish in two consume round trips, at least the concurrency, at most 600
-    (pace.py). `ttr` is the reservation of each job (touched while its handler runs); `count`
-    caps a consume (default 100, the most the server gives; a consume asks for at most the free
-    room); `grace` is what in-flight handlers get at a stop; `poll` the long-poll wait in
-    seconds; `metrics_port` serves Prometheus metrics (metrics.py). `ack_with_consume` sends the
-    ACKs of finished jobs with the next consume (lmstfy-py's `ack` parameter): off, they go only
-    by batch ACK, for a server from before that parameter (which would ignore it).
+    `handler` is a function or a coroutine function taking a `Job`: returning None ACKs the job,
+    returning a value completes it with that result (bytes as they are, str as UTF-8, else JSON;
+    lmstfy-py's complete, readable with `result`), `raise Bury("why")` buries it, any other
+    exception releases it with the job's backoff. Sync handlers run on `concurrency` threads, async
+    ones on the event loop. `prefetch` jobs more than `concurrency` may be held reserved, waiting
+    for a slot (given back untried once they have waited half their ttr, and at a stop); by default
+    the buffer follows the handlers' pace: what they finish in two consume round trips, at least the
+    concurrency, at most 600 (pace.py). `ttr` is the reservation of each job (touched while its
+    handler runs); `count` caps a consume (default 100, the most the server gives; a consume asks
+    for at most the free room); `grace` is what in-flight handlers get at a stop; `poll` the
+    long-poll wait in seconds; `metrics_port` serves Prometheus metrics (metrics.py).
+    `ack_with_consume` sends the ACKs of finished jobs with the next consume (lmstfy-py's `ack`
+    parameter): off, they go only by batch ACK, for a server from before that parameter (which would
+    ignore it).
     """
 
     def __init__(

@@ -1,5 +1,6 @@
-"""A job's outcome sent back to the server: the release or burial of a failed handler's job, and
-the give-back (untried, or at a stop) of a job another worker should have.
+"""A job's outcome sent back to the server: the result of a handler that returned one, the release or
+burial of a failed handler's job, and the give-back (untried, or at a stop) of a job another worker
+should have.
 
 A send is repeated only while its failure proves it never reached the server: a repeat of one
 that did could end another worker's reservation of the job.
@@ -47,6 +48,14 @@ class Settler:
             log.warning("%s; not released (%s): it comes back after its ttr", what, exc)
             return
         log.warning("%s; %s", what, _released_text(released))
+
+    async def complete(self, job: Job, result: bytes) -> None:
+        """ACKs the job with its handler's result (lmstfy-py's complete). Refused (a result over 1 MiB,
+        say) or never sent, the job comes back after its ttr."""
+        try:
+            await self._settle(lambda: self.client.complete(job.queue, job.id, result=result))
+        except LmstfyError as exc:
+            log.warning("job %s of %s: complete (%d bytes of result) failed: %s", job.id, job.queue, len(result), exc)
 
     async def bury(self, job: Job, bury: Bury) -> None:
         reason = truncate_utf8(bury.reason, MAX_REASON_BYTES)

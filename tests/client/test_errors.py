@@ -53,6 +53,9 @@ WITH_TOKEN: dict[str, Callable[[Client], object]] = {
     "schedules": lambda c: c.schedules("q"),
     "get_schedule": lambda c: c.get_schedule("q", "beat"),
     "delete_schedule": lambda c: c.delete_schedule("q", "beat"),
+    "complete": lambda c: c.complete("q", UNKNOWN_ID, result=b"r"),
+    "result": lambda c: c.result("q", UNKNOWN_ID),
+    "settings": lambda c: c.settings("q", keep=1),
 }
 # lmstfy's two public routes.
 WITHOUT_TOKEN: dict[str, Callable[[Client], object]] = {

@@ -544,3 +544,22 @@ def test_the_right_credentials_work_from_flags_or_environment(auth_server: Serve
     assert token in ok(run(auth_server.admin_url, *creds, "list", "cli-auth"))
     env = {"LMSTFY_ADMIN": auth_server.admin_url, "LMSTFY_ADMIN_USER": USER, "LMSTFY_ADMIN_PASSWORD": PASSWORD}
     assert token in ok(run("", "list", "cli-auth", env=env))
+
+
+# -- job outcomes (SPEC 13) -------------------------------------------------------------------
+
+
+def test_settings_shows_and_sets_a_queues_settings(server: Server) -> None:
+    ns = "cli-settings"
+    assert ok(run(server.admin_url, "settings", ns, "q")) == f"{ns}/q: keep 0s, events off\n"
+    assert ok(run(server.admin_url, "settings", ns, "q", "--keep", "3600")) == f"{ns}/q: keep 3600s, events off\n"
+    answer = json.loads(
+        ok(run(server.admin_url, "--json", "settings", ns, "q", "--events", "100", "--pool", "default"))
+    )
+    assert answer == {"namespace": ns, "queue": "q", "keep": 3600, "events": 100}
+    assert failed(run(server.admin_url, "settings", ns, "q", "--keep", "-1", "--events", "5")) == (
+        "token-cli: error: 400 invalid keep\n"
+    )
+    assert ok(run(server.admin_url, "settings", ns, "q")) == f"{ns}/q: keep 3600s, events 100\n"
+    settings = httpx.get(f"{server.data_url}/api/{ns}/q/settings", params={"token": create_token(server, ns)})
+    assert settings.json()["keep"] == 3600

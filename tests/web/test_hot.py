@@ -154,6 +154,10 @@ PUBLISHES = {
     "unique_for without id": _publish({"unique_for": 10}),
     "backoff_ms without backoff": _publish({"backoff_ms": 10}),
     "bad backoff": _publish({"backoff": "linear"}),
+    "keep": _publish({"keep": 60}),
+    "keep 0": _publish({"keep": 0}),
+    "big keep": _publish({"keep": 2592001}),
+    "bad keep": _publish({"keep": "1h"}),
     "oversize body": _publish(body=BIG),
     "empty body": _publish(body=b""),
 }

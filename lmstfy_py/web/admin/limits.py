@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
 
 from lmstfy_py.errors import InvalidParameter, NotFound
-from lmstfy_py.web import params
+from lmstfy_py.web import limit_params, params
 from lmstfy_py.web.admin.request import namespace_of, runtime_of
 from lmstfy_py.web.middleware import route
 
@@ -39,7 +39,7 @@ async def get_limit(request: Request) -> Response:
 
 async def create_limit(request: Request) -> Response:
     where = _token_of(request)
-    limit = params.limiter(await params.read_body(request))
+    limit = limit_params.limiter(await params.read_body(request))
     await runtime_of(request).limits.create(*where, limit)
     return JSONResponse({"limiter": limit.as_json()}, status_code=201)
 
@@ -47,7 +47,7 @@ async def create_limit(request: Request) -> Response:
 async def set_limit(request: Request) -> Response:
     """Creates or replaces the limit: lmstfy's PUT does both."""
     where = _token_of(request)
-    limit = params.limiter(await params.read_body(request))
+    limit = limit_params.limiter(await params.read_body(request))
     await runtime_of(request).limits.set(*where, limit)
     return JSONResponse({"limiter": limit.as_json()})
 

@@ -17,13 +17,14 @@ from starlette.routing import BaseRoute
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Job
-from lmstfy_py.web import lifecycle, params
+from lmstfy_py.web import lifecycle, outcomes, params
 from lmstfy_py.web.admin.request import engine_of, namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 from lmstfy_py.web.target import job_id_of
 
 DEAD_PEEK_DEFAULT = 10
 DEAD_PEEK_MAX = 100
+ADMIN_PARAMETERS = ("pool",)  # what an admin route's query carries besides its own
 
 # -- namespaces ----------------------------------------------------------------------
 
@@ -151,6 +152,25 @@ async def resume(request: Request) -> Response:
     return await lifecycle.pause_queue(engine, ns, queue, paused=False)
 
 
+# -- job outcomes (SPEC 13) ---------------------------------------------------------
+
+
+async def get_settings(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    return await outcomes.show_settings(engine, ns, queue)
+
+
+async def put_settings(request: Request) -> Response:
+    engine, ns, queue = _queue_target(request)
+    return await outcomes.change_settings(engine, ns, queue, request.query_params, ADMIN_PARAMETERS)
+
+
+async def look_up_job(request: Request) -> Response:
+    """A job live or ended, as the data plane's GET .../job/{id} shows it."""
+    engine, ns, queue = _queue_target(request)
+    return await outcomes.look_up(engine, ns, queue, job_id_of(request))
+
+
 # -- access log ----------------------------------------------------------------------
 
 
@@ -183,6 +203,9 @@ ROUTES: list[BaseRoute] = [
     route(DEAD_LETTER + "/job/{job_id}", "DELETE", delete_dead_job),
     route("/queues/{ns}/{queue}/pause", "PUT", pause),
     route("/queues/{ns}/{queue}/pause", "DELETE", resume),
+    route("/queues/{ns}/{queue}/settings", "GET", get_settings),
+    route("/queues/{ns}/{queue}/settings", "PUT", put_settings),
+    route("/queues/{ns}/{queue}/job/{job_id}", "GET", look_up_job),
     route("/accesslog", "GET", get_access_log),
     route("/accesslog", "POST", set_access_log),
 ]

@@ -48,6 +48,8 @@ async def show_queue(request: Request) -> Response:
         "job_id": job_id,
         "info": info,
         "info_data": display.data(info.job.body) if info else None,
+        # A completed job's result, shown as its data is (SPEC 13).
+        "info_result": display.data(info.result) if info and info.result is not None else None,
     }
     return await render.page(request, "queue.html", context)
 

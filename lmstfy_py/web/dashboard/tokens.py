@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.web import params
+from lmstfy_py.web import limit_params, params
 from lmstfy_py.web.dashboard import render
 
 TOKENS = "/ui/tokens"
@@ -79,7 +79,7 @@ def _limit(fields: dict[str, str]) -> Limit:
         if not raw.isdigit():
             raise InvalidParameter(f"invalid {name}: should be an integer")
         found[name] = int(raw)
-    return params.limiter(json.dumps(found).encode())
+    return limit_params.limiter(json.dumps(found).encode())
 
 
 async def set_limit(request: Request) -> Response:

@@ -36,22 +36,19 @@ def job_json(job: Job, consumed: bool) -> dict[str, Any]:
     return shown
 
 
-def job_info_json(info: JobInfo, outcome: bool = False) -> dict[str, Any]:
-    """lmstfy's job object and, beyond lmstfy, where the job is in its life. An ended job's record
-    (SPEC 13) adds when it ended and a complete's result; so does every answer of `result`
-    (`outcome`), null while the job lives. A live job's look-up keeps today's fields exactly."""
-    shown_info = {
+def job_info_json(info: JobInfo) -> dict[str, Any]:
+    """lmstfy's job object and, beyond lmstfy, where the job is in its life: SPEC 7's fields, and SPEC
+    13's when it ended and a complete's result (an ended job's record; null while the job lives)."""
+    return {
         **job_json(info.job, consumed=False),
         "state": info.state,
         "due_ms": info.due_ms,
         "attempts": info.job.attempts,
         "priority": info.priority,
         "last_error": shown.optional_reason(info.last_error),
+        "result": None if info.result is None else _b64(info.result),
+        "finished_ms": info.finished_ms,
     }
-    if outcome or info.finished_ms is not None:
-        shown_info["result"] = None if info.result is None else _b64(info.result)
-        shown_info["finished_ms"] = info.finished_ms
-    return shown_info
 
 
 def settings_json(ns: str, queue: str, settings: QueueSettings) -> dict[str, Any]:

@@ -73,7 +73,7 @@ async def result(request: Request) -> Response:
     job_id = job_id_of(request)
     wait_ms = outcome_params.result_wait_ms(request.query_params)
     ended, info = await target.store.result(target.ns, target.queue, job_id, wait_ms)
-    return JSONResponse(job_info_json(info, outcome=True), status_code=200 if ended else 202)
+    return JSONResponse(job_info_json(info), status_code=200 if ended else 202)
 
 
 QUEUE = "/api/{ns}/{queue}"

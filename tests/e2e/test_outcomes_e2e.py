@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable
 
 import httpx
+import redis
 
-from benchmarks.harness.lmstfy_servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server, create_token, wait_until
+from lmstfy_py.store import keys
 from tests.conftest import EVERY_HTTP_SERVER, make_lmstfy_server
 
 __all__ = ["make_lmstfy_server"]
@@ -54,7 +56,10 @@ def test_waiters_on_every_worker_get_the_result_another_process_completed(
         job_id = reserved(client, token, "q")  # keep 0: only the waiters see its end
         url = f"{server.data_url}/api/{NS}/q/job/{job_id}/result"
         answers, threads = waiters(url, token, WAITERS, wait=30)
-        time.sleep(0.5)  # every waiter in place
+        # Every waiter in place: each counts itself in the job's waiters once subscribed to its end.
+        with redis.Redis(unix_socket_path=str(server.redis_socket)) as store:
+            counted = keys.waiters(NS, "q", job_id)
+            assert wait_until(lambda: int(store.get(counted) or 0) == WAITERS, 15), store.get(counted)
         assert not answers
         completed = client.put(f"/api/{NS}/q/job/{job_id}/complete", params={"token": token}, content=b"42")
         assert completed.json() == {"msg": "completed"}

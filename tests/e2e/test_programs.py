@@ -41,6 +41,9 @@ RUN_BY = {
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
     "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
     "benchmarks/bench_memory.py": "tests/e2e/test_programs.py::test_bench_memory",
+    "benchmarks/bench_step_cost.py": "tests/e2e/test_programs.py::test_bench_step_cost",
+    "benchmarks/bench_result_waits.py": "tests/e2e/test_programs.py::test_bench_result_waits",
+    "benchmarks/bench_results.py": "tests/e2e/test_programs.py::test_bench_results",
     "benchmarks/bench_request_paths.py": "tests/e2e/test_programs.py::test_bench_request_paths",
     "benchmarks/bench_timers.py": "tests/e2e/test_programs.py::test_bench_timers",
     "benchmarks/bench_timer_handover.py": "tests/e2e/test_programs.py::test_bench_timer_handover",
@@ -125,6 +128,24 @@ def test_bench_memory() -> None:
     assert per_job and 100 < float(per_job.group(1)) < 2000, out
     assert "encoding {'listpack': " in out, out  # a small job's hash stays compact
     assert re.search(r"per job reserved [\d.]+, ACKed [\d.]+", out), out
+
+
+def test_bench_step_cost() -> None:
+    out = ok(run("benchmarks/bench_step_cost.py", "smoke", "--jobs", "300"))
+    assert re.search(r"^smoke: publish [\d.]+ µs/call .*, consume\+ACK [\d.]+ µs/call", out, re.MULTILINE), out
+
+
+def test_bench_result_waits() -> None:
+    out = ok(run("benchmarks/bench_result_waits.py", "--waiters", "30", "--rounds", "1", "--records", "300"))
+    assert re.search(r"^round 1: 30 waiters, .* p99 [\d.]+ ms", out, re.MULTILINE), out
+    record = re.search(r"^memory of 300 100-byte jobs: (\d+) bytes per completed record", out, re.MULTILINE)
+    assert record and 100 < int(record.group(1)) < 2000, out
+
+
+def test_bench_results() -> None:
+    # Over HTTP: every waiter must be answered 200 with its job's result (exit 1 otherwise).
+    out = ok(run("benchmarks/bench_results.py", "--jobs", "30", "--batch", "10", "--rounds", "1"))
+    assert "round 1: 30/30 waiters answered with their end" in out, out
 
 
 def test_bench_request_paths() -> None:

@@ -245,6 +245,9 @@ async def test_peek_job(api: Api) -> None:
         "attempts": 0,
         "priority": 0,
         "last_error": None,
+        # Beyond lmstfy, SPEC 13: set once it ended (tests/web/test_outcomes.py).
+        "result": None,
+        "finished_ms": None,
     }
     response = await api.get(f"/job/{ids.new_job_id(0)}")
     assert (response.status_code, response.json()) == (404, {"error": "job not found"})

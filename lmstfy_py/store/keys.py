@@ -31,7 +31,8 @@ wake lists of several queues of one namespace at once.
 | qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|
 |                  |        | configuration: kept through destroy and a namespace's purge  |
 | rw/{ns}/q/id     | string | how many result() waiters wait for the job (store/ends.py);  |
-|                  |        | PEXPIRE = the longest wait and a margin                      |
+|                  |        | PEXPIRE = the longest wait and a margin; deleted by the end  |
+|                  |        | that tells them                                              |
 | ended/{ns}       | channel| (pub/sub) a job ended that a waiter waits for: msgpack of    |
 |                  |        | ["q/id", job_state.lua's fields] (lua/_lib.lua tell_waiters) |
 | nss              | set    | the namespaces of the pool (read by the pump's sweep, /info) |

@@ -89,8 +89,9 @@ class OutcomeOps(EngineBase):
             try:
                 return await self._await_end(ns, queue, job_id, deadline, waiter)
             finally:
-                with contextlib.suppress(RedisError):
-                    await self.scripts.wait_mark(self.script_client, marker, contract.WaitMarkArgs(-1, ttl))
+                if not _told(waiter):  # the ending step that told it deleted the counter
+                    with contextlib.suppress(RedisError):
+                        await self.scripts.wait_mark(self.script_client, marker, contract.WaitMarkArgs(-1, ttl))
 
     async def _await_end(
         self, ns: str, queue: str, job_id: str, deadline: float, waiter: asyncio.Future[contract.JobState | None]
@@ -116,3 +117,7 @@ class OutcomeOps(EngineBase):
         """The job as peek_job finds it (a pool's other layout included; NotFound when gone)."""
         info = await self.peek_job(ns, queue, job_id)
         return info.state in ENDED, info
+
+
+def _told(waiter: asyncio.Future[contract.JobState | None]) -> bool:
+    return waiter.done() and not waiter.cancelled() and waiter.result() is not None

@@ -187,13 +187,15 @@ local function outcomes()
     end
 
     -- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose
-    -- due an ended job has none of): a job that leaves no record is answered all the same.
+    -- due an ended job has none of): a job that leaves no record is answered all the same. Their
+    -- counter goes with it: a told waiter answers at once, without a round trip to leave it.
     function o.tell_waiters(job_key, id)
         local tag, qname = string.match(job_key, '^j/({[^}]*})/([^/]*)/')
         local reply = o.state_reply(job_key, '', '', qname, id)
         if reply then
             redis.call('PUBLISH', 'ended/' .. tag, cmsgpack.pack({qname .. '/' .. id, reply}))
         end
+        redis.call('DEL', 'rw' .. string.sub(job_key, 2))
     end
 
     function o.now_ms()

@@ -41,6 +41,7 @@ from lmstfy_py.store.engine_base import (
     queue_keys,
     ttl_seconds,
 )
+from lmstfy_py.store.events import EventOps
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
@@ -63,7 +64,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
+class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:

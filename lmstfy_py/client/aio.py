@@ -4,7 +4,7 @@ for both (methods.py, core.py): here are only its connections, which are awaited
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -39,7 +39,7 @@ class AsyncClient(Methods, Awaiting):
         """Sends `call`, retrying as self.retry allows; its answer as read, or the client's exception."""
         return await self._send(call)
 
-    async def events(self, queues: str | Sequence[str], after: str | None = None) -> AsyncIterator[StreamItem]:
+    async def events(self, queues: str | Sequence[str], after: str | None = None) -> AsyncGenerator[StreamItem]:
         """Client.events (sync.py), iterated with `async for`."""
         feed = EventFeed(self.routes, queues, after, self.retry)
         while True:

@@ -4,7 +4,7 @@ AsyncClient (aio.py) too (methods.py, core.py): here are only its connections, w
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ class Client(Methods, Blocking):
         """Sends `call`, retrying as self.retry allows; its answer as read, or the client's exception."""
         return run_blocking(self._send(call))
 
-    def events(self, queues: str | Sequence[str], after: str | None = None) -> Iterator[StreamItem]:
+    def events(self, queues: str | Sequence[str], after: str | None = None) -> Generator[StreamItem]:
         """The events of a queue (or of 1..16 merged) as they happen (lmstfy-py only, SPEC 13): from now,
         from every kept one (`after="0"`) or after a cursor. A dropped connection or a restarted server
         is reconnected to with the last cursor: no event lost or repeated (an `EventGap` says how many

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py.client import Client, EventGap, QueueEvent, StreamItem
@@ -93,14 +94,27 @@ def kinds(found: list[Frame]) -> list[tuple[str, str]]:
     return [(frame["event"], frame["data"]["job_id"]) for frame in found]
 
 
-def serving(make: Callable[[], Server], *more: str) -> Queue:
-    queue = Queue(make().start(*more))
-    queue.settings("q", events=100)
-    return queue
+Serving = Callable[..., Queue]
 
 
-def test_head_at_once_then_each_change_in_order(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+@pytest.fixture
+def serving(make_lmstfy_server: Callable[[], Server]) -> Iterator[Serving]:
+    """Starts a server (with these flags) whose queue q keeps its last 100 events; closes the API clients."""
+    made: list[Queue] = []
+
+    def serve(*more: str) -> Queue:
+        queue = Queue(make_lmstfy_server().start(*more))
+        made.append(queue)
+        queue.settings("q", events=100)
+        return queue
+
+    yield serve
+    for queue in made:
+        queue.client.close()
+
+
+def test_head_at_once_then_each_change_in_order(serving: Serving) -> None:
+    api = serving()
     started = time.monotonic()
     with api.open() as found:
         assert time.monotonic() - started < 2  # the head came before any event
@@ -115,8 +129,8 @@ def test_head_at_once_then_each_change_in_order(make_lmstfy_server: Callable[[],
     assert len({frame["id"] for frame in got}) == 3
 
 
-def test_replay_from_zero_from_a_cursor_and_last_event_id_wins(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+def test_replay_from_zero_from_a_cursor_and_last_event_id_wins(serving: Serving) -> None:
+    api = serving()
     ids = [api.publish() for _ in range(3)]
     with api.open(after="0") as found:
         kept = take(found, 3)
@@ -128,8 +142,8 @@ def test_replay_from_zero_from_a_cursor_and_last_event_id_wins(make_lmstfy_serve
         assert kinds(take(found, 2)) == [("published", ids[2]), ("published", later)]
 
 
-def test_a_trimmed_cursor_gets_a_gap_first(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+def test_a_trimmed_cursor_gets_a_gap_first(serving: Serving) -> None:
+    api = serving()
     api.settings("q", events=3)
     first = api.publish()
     with api.open(after="0") as found:
@@ -142,8 +156,8 @@ def test_a_trimmed_cursor_gets_a_gap_first(make_lmstfy_server: Callable[[], Serv
     assert first not in {frame["data"]["job_id"] for frame in rest}
 
 
-def test_merged_stream_and_the_queue_named_events(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+def test_merged_stream_and_the_queue_named_events(serving: Serving) -> None:
+    api = serving()
     api.settings("r", events=100)
     with api.open("/events", queues="q,r") as found:
         a, b = api.publish("q"), api.publish("r")
@@ -158,27 +172,25 @@ def test_merged_stream_and_the_queue_named_events(make_lmstfy_server: Callable[[
     assert api.consume("events") == job_id
 
 
-def test_admin_twin_streams_without_a_tenant_token(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+def test_admin_twin_streams_without_a_tenant_token(serving: Serving) -> None:
+    api = serving()
     with stream(api.server.admin_url, f"/queues/{NS}/q/events", pool="default") as found:
         job_id = api.publish()
         assert kinds(take(found, 1)) == [("published", job_id)]
 
 
-def test_an_idle_stream_gets_a_comment_every_events_heartbeat(
-    make_lmstfy_server: Callable[[], Server], tmp_path: Path
-) -> None:
+def test_an_idle_stream_gets_a_comment_every_events_heartbeat(serving: Serving, tmp_path: Path) -> None:
     config = tmp_path / "heartbeat.toml"
     config.write_text("[server]\nevents_heartbeat = 1\n")
-    api = serving(make_lmstfy_server, "--config", str(config))
+    api = serving("--config", str(config))
     with api.open() as found:
         started = time.monotonic()
         assert take(found, 2) == [{"comment": "idle"}] * 2
         assert 1.5 < time.monotonic() - started < 4
 
 
-def test_sigterm_ends_streams_at_once(make_lmstfy_server: Callable[[], Server]) -> None:
-    api = serving(make_lmstfy_server)
+def test_sigterm_ends_streams_at_once(serving: Serving) -> None:
+    api = serving()
     ended: list[float] = []
 
     def read_to_the_end() -> None:
@@ -200,9 +212,9 @@ def test_sigterm_ends_streams_at_once(make_lmstfy_server: Callable[[], Server]) 
 
 
 def test_the_client_resumes_over_a_restart_with_no_event_lost_or_repeated(
-    make_lmstfy_server: Callable[[], Server],
+    serving: Serving, make_lmstfy_server: Callable[[], Server]
 ) -> None:
-    api = serving(make_lmstfy_server)
+    api = serving()
     seen: list[StreamItem] = []
     client = Client(api.server.data_url, NS, api.token, retries=60, max_backoff=0.5)
 

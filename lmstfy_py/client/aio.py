@@ -48,11 +48,12 @@ class AsyncClient(Methods, Awaiting):
                 async with self._pool.stream(**self._endpoint.request(feed.call())) as response:
                     if response.status != 200:
                         await response.aread()
-                        raise answer_of(response).error()
-                    feed.opened()
-                    async for chunk in response.aiter_stream():
-                        for item in feed.feed(chunk):
-                            yield item
+                        failure = feed.refused(answer_of(response))
+                    else:
+                        feed.opened()
+                        async for chunk in response.aiter_stream():
+                            for item in feed.feed(chunk):
+                                yield item
             except TRANSPORT_ERRORS as exc:
                 failure = exc
             await asyncio.sleep(feed.broken(failure))

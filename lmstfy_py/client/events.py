@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmstfy_py.client.calls import Call
-from lmstfy_py.client.errors import Unavailable
+from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.errors import LmstfyError, Unavailable
 from lmstfy_py.client.retry import RetryPolicy, transport_failure
 from lmstfy_py.client.routes import Routes
 
@@ -120,6 +120,14 @@ class EventFeed:
         self._parser = SseParser()
         return self._routes.events(self._queues, self.cursor)
 
+    def refused(self, answer: Answer) -> LmstfyError:
+        """A stream not opened: its error, raised unless it is worth trying again (503: the server's
+        storage is away, as while it restarts)."""
+        error = answer.error()
+        if answer.status != 503:
+            raise error
+        return error
+
     def opened(self) -> None:
         """The stream answered 200: failures in a row start again from none."""
         self._failures = 0
@@ -134,7 +142,10 @@ class EventFeed:
     def broken(self, exc: Exception | None) -> float:
         """Seconds to wait before opening the stream again after it ended (`exc` None: the server ended
         it, as at a restart) or failed; raises when the retry policy gives up (so many failures in a row)."""
-        failure = Unavailable("the event stream ended", sent=True) if exc is None else transport_failure(exc)
+        if exc is None:
+            failure: LmstfyError = Unavailable("the event stream ended", sent=True)
+        else:
+            failure = exc if isinstance(exc, LmstfyError) else transport_failure(exc)
         delay = self._retry.delay(self._failures, failure, repeatable=True)
         if delay is None:
             raise failure

@@ -50,10 +50,11 @@ class Client(Methods, Blocking):
                 with self._pool.stream(**self._endpoint.request(feed.call())) as response:
                     if response.status != 200:
                         response.read()
-                        raise answer_of(response).error()
-                    feed.opened()
-                    for chunk in response.iter_stream():
-                        yield from feed.feed(chunk)
+                        failure = feed.refused(answer_of(response))
+                    else:
+                        feed.opened()
+                        for chunk in response.iter_stream():
+                            yield from feed.feed(chunk)
             except TRANSPORT_ERRORS as exc:
                 failure = exc
             time.sleep(feed.broken(failure))

@@ -255,8 +255,9 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
 
     async def stop_waiting(self) -> None:
         """Ends every long-poll of this process now ("no job available"), and every result() wait (its
-        job as it is now); the first step of a graceful stop."""
+        job as it is now), and every event stream; the first step of a graceful stop."""
         await self.end_watch.close()
+        await self.event_tail.close()
         await self.wake_hub.close()
 
     # -- a worker's verbs on its reservation --------------------------------------------------
@@ -382,6 +383,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
 
     async def close(self) -> None:
         await self.end_watch.close()
+        await self.event_tail.close()
         await self.wake_hub.close()
         clients: tuple[Any, ...] = (self.script_client, self.redis, self.blocking)
         for client in {id(client): client for client in clients}.values():

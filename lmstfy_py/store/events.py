@@ -8,8 +8,9 @@ consecutive, a stream resuming from a cursor knows exactly how many events were 
 the first one kept (a Gap). Live events come from the namespace's shared tail (store/event_tail.py).
 
 Jobs still in lmstfy's layout (a pool with a Layout, store/layout.py) record no events while
-there: their steps (lua/lmstfy_*.lua) are lmstfy's; once a job enters our layout each change
-records its event as any other job's.
+there: their steps (lua/lmstfy_pump, lmstfy_dead, lmstfy_drop) are lmstfy's; the consume that
+moves a job into our layout records it as `reserved` (lmstfy_reserve.lua's reserve_element),
+and from then on each change records its event as any other job's.
 """
 
 from __future__ import annotations

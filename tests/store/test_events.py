@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
+from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, InvalidParameter
-from lmstfy_py.store import keys
+from lmstfy_py.schedules import Schedule
+from lmstfy_py.store import keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
+from lmstfy_py.store.scheduler import Scheduler
 from lmstfy_py.types import Event, Gap, NewJob
 
 NS, Q = "ns1", "q1"
@@ -261,3 +264,40 @@ async def test_the_tail_reads_again_after_its_connection_fails(engine: Engine) -
     await engine.publish(NS, Q, NewJob(b"y"))
     item = await asyncio.wait_for(anext(stream), 3)
     assert isinstance(item, Event) and item.cursor == "2"
+
+
+async def test_carried_acks_republish_and_a_recurring_jobs_fire_record_their_events(engine: Engine) -> None:
+    await events_on(engine)
+    # ack.lua loaded first: one Redis has to load runs again after the pipeline (scripts.run_pipeline).
+    assert not await engine.ack(NS, Q, "unknown")
+    carried = (await engine.publish(NS, Q, NewJob(b"carried"))).job_id
+    await engine.consume(NS, [Q], 60_000, 0, 1)
+    nxt = (await engine.publish(NS, Q, NewJob(b"next"))).job_id
+    await engine.consume(NS, [Q], 60_000, 0, 1, acks={Q: [carried]})
+    again = (await engine.publish(NS, Q, NewJob(b"again"), replaces=nxt)).job_id
+    plan = Schedule("s", Q, None, 60, "UTC", b"cron", 3_600_000, 1, 0, "one")
+    _, first = await schedule_ops.put(engine, NS, plan, now_ms())
+    await Scheduler(engine, lambda: first).tick()
+    found = await kept(engine)
+    assert [(e["kind"], e["job_id"]) for e in found[:7]] == [
+        ("published", carried),
+        ("reserved", carried),
+        ("published", nxt),
+        ("completed", carried),
+        ("reserved", nxt),
+        ("completed", nxt),  # the republish ends it in its own step
+        ("published", again),
+    ]
+    assert [e["kind"] for e in found[7:]] == ["published"]
+
+
+async def test_events_on_a_sentinel_pool(sentinel_config: PoolConfig) -> None:
+    engine = pools.engine("default", sentinel_config)
+    try:
+        await events_on(engine)
+        stream = await engine.open_events(NS, [Q], None, idle_s=5)
+        job_id = (await engine.publish(NS, Q, NewJob(b"x"))).job_id
+        item = await asyncio.wait_for(anext(stream), 2)
+        assert isinstance(item, Event) and json.loads(item.data)["job_id"] == job_id
+    finally:
+        await engine.close()

@@ -26,6 +26,7 @@ from lmstfy_py.store.event_tail import Entry, Subscription, entry_number
 from lmstfy_py.types import Event, Gap
 
 HISTORY_PAGE = 500  # entries one XRANGE of a replay reads
+MOST_QUEUES = 16  # a merged stream's queues (SPEC 13)
 
 
 def _starts(after: str | None, heads: list[int]) -> list[int | None]:
@@ -73,6 +74,8 @@ class EventOps(EngineBase):
     ) -> AsyncIterator[Event | Gap | None]:
         """The event stream of `queues` (store/jobstore.py): checked now, then read as iterated."""
         names = tuple(queues)
+        if not 0 < len(names) <= MOST_QUEUES or len(set(names)) != len(names):  # the web layer checks it first
+            raise InvalidParameter("invalid queues")
         async with self.event_tail.opening_reads:
             heads = await self._event_heads(ns, names)
         if any(most <= 0 for most, _ in heads):

@@ -180,6 +180,9 @@ async def test_bad_cursors_and_queues_off_are_refused_before_any_item(engine: En
         await engine.open_events(NS, [Q, "q2"], "1")
     with pytest.raises(Conflict, match="events are off for this queue"):
         await engine.open_events(NS, [Q, "off"], None)
+    for queues in ([], [Q, Q], [f"m{i}" for i in range(17)]):
+        with pytest.raises(InvalidParameter, match="invalid queues"):
+            await engine.open_events(NS, queues, None)
 
 
 async def test_a_merged_stream_keeps_order_per_queue_and_its_cursors_resume(engine: Engine) -> None:

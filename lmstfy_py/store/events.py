@@ -110,6 +110,10 @@ class EventOps(EngineBase):
                     for item in positions.take(entry):
                         yield item
             while True:
+                if subscription.behind:  # the tail left entries out: they are in the logs (or trimmed: a gap)
+                    subscription.behind = False
+                    async for item in self._catch_up(subscription, positions):
+                        yield item
                 try:
                     live = await asyncio.wait_for(subscription.entries.get(), idle_s)
                 except TimeoutError:
@@ -121,6 +125,17 @@ class EventOps(EngineBase):
                     yield item
         finally:
             self.event_tail.unsubscribe(subscription)
+
+    async def _catch_up(self, subscription: Subscription, positions: _Positions) -> AsyncIterator[Event | Gap]:
+        """What the logs hold after the stream's positions, the entries waiting included (read again)."""
+        while not subscription.entries.empty():
+            if subscription.entries.get_nowait() is None:  # closed: ends after this catch-up
+                subscription.closed()
+                break
+        for queue in subscription.queues:
+            async for entry in self._history(subscription.ns, queue, positions.at[queue]):
+                for item in positions.take(entry):
+                    yield item
 
     async def _history(self, ns: str, queue: str, start: int | None) -> AsyncIterator[Entry]:
         """The kept entries of a queue's log after `start` (None: all), as they are now."""

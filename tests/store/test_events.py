@@ -16,7 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, InvalidParameter
 from lmstfy_py.schedules import Schedule
-from lmstfy_py.store import keys, pools, schedule_ops
+from lmstfy_py.store import event_tail, keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
@@ -211,7 +211,7 @@ async def test_live_events_arrive_promptly_through_one_shared_reader(engine: Eng
     started = time.monotonic()
     await engine.publish(NS, Q, NewJob(b"x"))
     items = await asyncio.wait_for(asyncio.gather(*firsts), 2)
-    assert time.monotonic() - started < 0.3
+    assert time.monotonic() - started < 1  # live, not after the streams' idle_s (latency: a benchmark's)
     assert all(isinstance(item, Event) and item.cursor == "1" for item in items)
     await asyncio.sleep(1)
     # One reader: a handful of XREADs a second (each blocks READ_MS), not one per open stream.
@@ -228,6 +228,19 @@ async def on_every_node(engine: Engine, *command: str) -> list[Any]:
         answers = await client.execute_command(*command, target_nodes=RedisCluster.ALL_NODES)
         return list(answers.values()) if isinstance(answers, dict) else [answers]
     return [await client.execute_command(*command)]
+
+
+async def test_a_slow_reader_left_behind_reads_the_rest_from_the_log(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(event_tail, "MOST_BEHIND", 5)
+    await events_on(engine)
+    stream = await engine.open_events(NS, [Q], None, idle_s=0.5)
+    for _ in range(30):
+        await engine.publish(NS, Q, NewJob(b"x"))
+    await asyncio.sleep(0.5)  # the tail read them all, and kept only 5 for this stream
+    got = await drain(stream)
+    assert [e.cursor for e in got if isinstance(e, Event)] == [str(n) for n in range(1, 31)]
 
 
 async def xread_calls(engine: Engine) -> int:

@@ -26,6 +26,9 @@ READ_COUNT = 1000  # entries one XREAD takes per log
 # Reads an opening stream makes itself (its queues' heads, its history) at once in this process:
 # 1,000 streams opening together must not ask for more connections than a pool lends.
 OPENING_READS = 32
+# Live entries a stream may have waiting (a slow reader): past it the tail stops handing it more,
+# and the stream reads them back from the logs (store/events.py), so memory stays bounded.
+MOST_BEHIND = 10_000
 
 # (queue, entry number, kind, the JSON); None: the tail closed
 Entry = tuple[str, int, bytes, bytes]
@@ -41,6 +44,13 @@ class Subscription:
         # The queues whose every entry after the head given the tail will read: no history to read
         # for a stream that starts at that head.
         self.covered: set[str] = set()
+        self.behind = False  # live entries were left out (MOST_BEHIND): read the logs again
+
+    def give(self, entry: Entry) -> None:
+        if self.entries.qsize() >= MOST_BEHIND:
+            self.behind = True
+        else:
+            self.entries.put_nowait(entry)
 
     def closed(self) -> None:
         self.entries.put_nowait(None)
@@ -101,7 +111,7 @@ class _NamespaceTail:
                 self.read_to[queue] = number
                 entry = (queue, number, fields[b"k"], fields[b"e"])
                 for subscription in self.subscriptions.get(queue, ()):
-                    subscription.entries.put_nowait(entry)
+                    subscription.give(entry)
         return 0
 
 

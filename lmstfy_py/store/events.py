@@ -8,8 +8,9 @@ consecutive, a stream resuming from a cursor knows exactly how many events were 
 the first one kept (a Gap). Live events come from the namespace's shared tail (store/event_tail.py).
 
 Jobs still in lmstfy's layout (a pool with a Layout, store/layout.py) record no events while
-there: their steps (lua/lmstfy_*.lua) are lmstfy's; once a job enters our layout each change
-records its event as any other job's.
+there: their steps (lua/lmstfy_pump, lmstfy_dead, lmstfy_drop) are lmstfy's; the consume that
+moves a job into our layout records it as `reserved` (lmstfy_reserve.lua's reserve_element),
+and from then on each change records its event as any other job's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from lmstfy_py.store.event_tail import Entry, Subscription, entry_number
 from lmstfy_py.types import Event, Gap
 
 HISTORY_PAGE = 500  # entries one XRANGE of a replay reads
+MOST_QUEUES = 16  # a merged stream's queues (SPEC 13)
 
 
 def _starts(after: str | None, heads: list[int]) -> list[int | None]:
@@ -72,6 +74,8 @@ class EventOps(EngineBase):
     ) -> AsyncIterator[Event | Gap | None]:
         """The event stream of `queues` (store/jobstore.py): checked now, then read as iterated."""
         names = tuple(queues)
+        if not 0 < len(names) <= MOST_QUEUES or len(set(names)) != len(names):  # the web layer checks it first
+            raise InvalidParameter("invalid queues")
         async with self.event_tail.opening_reads:
             heads = await self._event_heads(ns, names)
         if any(most <= 0 for most, _ in heads):
@@ -106,6 +110,10 @@ class EventOps(EngineBase):
                     for item in positions.take(entry):
                         yield item
             while True:
+                if subscription.behind:  # the tail left entries out: they are in the logs (or trimmed: a gap)
+                    subscription.behind = False
+                    async for item in self._catch_up(subscription, positions):
+                        yield item
                 try:
                     live = await asyncio.wait_for(subscription.entries.get(), idle_s)
                 except TimeoutError:
@@ -117,6 +125,17 @@ class EventOps(EngineBase):
                     yield item
         finally:
             self.event_tail.unsubscribe(subscription)
+
+    async def _catch_up(self, subscription: Subscription, positions: _Positions) -> AsyncIterator[Event | Gap]:
+        """What the logs hold after the stream's positions, the entries waiting included (read again)."""
+        while not subscription.entries.empty():
+            if subscription.entries.get_nowait() is None:  # closed: ends after this catch-up
+                subscription.closed()
+                break
+        for queue in subscription.queues:
+            async for entry in self._history(subscription.ns, queue, positions.at[queue]):
+                for item in positions.take(entry):
+                    yield item
 
     async def _history(self, ns: str, queue: str, start: int | None) -> AsyncIterator[Entry]:
         """The kept entries of a queue's log after `start` (None: all), as they are now."""

@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 from redis.asyncio.cluster import RedisCluster
 
+from lmstfy_py.config import PoolConfig
 from lmstfy_py.errors import Conflict, InvalidParameter
-from lmstfy_py.store import keys
+from lmstfy_py.schedules import Schedule
+from lmstfy_py.store import event_tail, keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
+from lmstfy_py.store.scheduler import Scheduler
 from lmstfy_py.types import Event, Gap, NewJob
 
 NS, Q = "ns1", "q1"
@@ -177,6 +180,9 @@ async def test_bad_cursors_and_queues_off_are_refused_before_any_item(engine: En
         await engine.open_events(NS, [Q, "q2"], "1")
     with pytest.raises(Conflict, match="events are off for this queue"):
         await engine.open_events(NS, [Q, "off"], None)
+    for queues in ([], [Q, Q], [f"m{i}" for i in range(17)]):
+        with pytest.raises(InvalidParameter, match="invalid queues"):
+            await engine.open_events(NS, queues, None)
 
 
 async def test_a_merged_stream_keeps_order_per_queue_and_its_cursors_resume(engine: Engine) -> None:
@@ -205,7 +211,7 @@ async def test_live_events_arrive_promptly_through_one_shared_reader(engine: Eng
     started = time.monotonic()
     await engine.publish(NS, Q, NewJob(b"x"))
     items = await asyncio.wait_for(asyncio.gather(*firsts), 2)
-    assert time.monotonic() - started < 0.3
+    assert time.monotonic() - started < 1  # live, not after the streams' idle_s (latency: a benchmark's)
     assert all(isinstance(item, Event) and item.cursor == "1" for item in items)
     await asyncio.sleep(1)
     # One reader: a handful of XREADs a second (each blocks READ_MS), not one per open stream.
@@ -222,6 +228,19 @@ async def on_every_node(engine: Engine, *command: str) -> list[Any]:
         answers = await client.execute_command(*command, target_nodes=RedisCluster.ALL_NODES)
         return list(answers.values()) if isinstance(answers, dict) else [answers]
     return [await client.execute_command(*command)]
+
+
+async def test_a_slow_reader_left_behind_reads_the_rest_from_the_log(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(event_tail, "MOST_BEHIND", 5)
+    await events_on(engine)
+    stream = await engine.open_events(NS, [Q], None, idle_s=0.5)
+    for _ in range(30):
+        await engine.publish(NS, Q, NewJob(b"x"))
+    await asyncio.sleep(0.5)  # the tail read them all, and kept only 5 for this stream
+    got = await drain(stream)
+    assert [e.cursor for e in got if isinstance(e, Event)] == [str(n) for n in range(1, 31)]
 
 
 async def xread_calls(engine: Engine) -> int:
@@ -261,3 +280,40 @@ async def test_the_tail_reads_again_after_its_connection_fails(engine: Engine) -
     await engine.publish(NS, Q, NewJob(b"y"))
     item = await asyncio.wait_for(anext(stream), 3)
     assert isinstance(item, Event) and item.cursor == "2"
+
+
+async def test_carried_acks_republish_and_a_recurring_jobs_fire_record_their_events(engine: Engine) -> None:
+    await events_on(engine)
+    # ack.lua loaded first: one Redis has to load runs again after the pipeline (scripts.run_pipeline).
+    assert not await engine.ack(NS, Q, "unknown")
+    carried = (await engine.publish(NS, Q, NewJob(b"carried"))).job_id
+    await engine.consume(NS, [Q], 60_000, 0, 1)
+    nxt = (await engine.publish(NS, Q, NewJob(b"next"))).job_id
+    await engine.consume(NS, [Q], 60_000, 0, 1, acks={Q: [carried]})
+    again = (await engine.publish(NS, Q, NewJob(b"again"), replaces=nxt)).job_id
+    plan = Schedule("s", Q, None, 60, "UTC", b"cron", 3_600_000, 1, 0, "one")
+    _, first = await schedule_ops.put(engine, NS, plan, now_ms())
+    await Scheduler(engine, lambda: first).tick()
+    found = await kept(engine)
+    assert [(e["kind"], e["job_id"]) for e in found[:7]] == [
+        ("published", carried),
+        ("reserved", carried),
+        ("published", nxt),
+        ("completed", carried),
+        ("reserved", nxt),
+        ("completed", nxt),  # the republish ends it in its own step
+        ("published", again),
+    ]
+    assert [e["kind"] for e in found[7:]] == ["published"]
+
+
+async def test_events_on_a_sentinel_pool(sentinel_config: PoolConfig) -> None:
+    engine = pools.engine("default", sentinel_config)
+    try:
+        await events_on(engine)
+        stream = await engine.open_events(NS, [Q], None, idle_s=5)
+        job_id = (await engine.publish(NS, Q, NewJob(b"x"))).job_id
+        item = await asyncio.wait_for(anext(stream), 2)
+        assert isinstance(item, Event) and json.loads(item.data)["job_id"] == job_id
+    finally:
+        await engine.close()

@@ -217,13 +217,17 @@ end
 -- An entry's id is "<seq>-0", seq counting the queue's events (field eseq of its settings: ids
 -- stay consecutive, so a reader knows exactly how many were trimmed); its fields: k the kind, e
 -- the JSON object the event stream sends as it is. A step reads each queue's setting once
--- (EVENTS): with events off, that HGET is all it costs.
+-- (EVENTS) and the clock once (EVENTS.ts): with events off, that HGET is all it costs.
 local EVENTS = {}
 
 local function write_event(base, most, kind, qname, id, attempt, reason, priority)
     local seq = redis.call('HINCRBY', 'qc/' .. base, 'eseq', 1)
-    local t = redis.call('TIME')
-    local ts = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local ts = EVENTS.ts
+    if not ts then
+        local t = redis.call('TIME')
+        ts = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        EVENTS.ts = ts
+    end
     local json = '{"kind":"' .. kind .. '","job_id":' .. cjson.encode(id) .. ',"queue":' .. cjson.encode(qname)
         .. ',"ts_ms":' .. ts .. ',"attempt":' .. attempt
     if reason then
@@ -234,9 +238,9 @@ local function write_event(base, most, kind, qname, id, attempt, reason, priorit
     redis.call('XADD', 'ev/' .. base, 'MAXLEN', most, seq .. '-0', 'k', kind, 'e', json .. '}')
 end
 
--- Records `kind` for the job of job_key (its attempts as they are now) when its queue keeps events;
--- `reason` for released/buried/dead, `priority` for published.
-local function event(job_key, kind, reason, priority)
+-- Records `kind` for the job of job_key when its queue keeps events: `attempt` its attempts now
+-- (nil: read from the job), `reason` for released/buried/dead, `priority` for published.
+local function event(job_key, kind, reason, priority, attempt)
     local tag, qname, id = string.match(job_key, '^j/({[^}]*})/([^/]*)/(.*)$')
     local base = tag .. '/' .. qname
     local most = EVENTS[base]
@@ -245,7 +249,7 @@ local function event(job_key, kind, reason, priority)
         EVENTS[base] = most
     end
     if most > 0 then
-        local attempt = tonumber(redis.call('HGET', job_key, 'a')) or 0
+        attempt = attempt or tonumber(redis.call('HGET', job_key, 'a')) or 0
         write_event(base, most, kind, qname, id, attempt, reason, priority)
     end
 end
@@ -387,7 +391,7 @@ local function create_job(j, q, ns, qname, id, new)
     else
         push_ready(j.key, q, new.tries, id, new.priority)
     end
-    event(j.key, 'published', nil, new.priority)
+    event(j.key, 'published', nil, new.priority, 0)
     return expires and 2 or 1
 end
 
@@ -407,7 +411,7 @@ local function reserve_element(r, qname, q, element)
     redis.call('HSET', job, 's', 'X', 't', remain)
     local attempts = redis.call('HINCRBY', job, 'a', 1)
     count(q.meta, 'X', 1)
-    event(job, 'reserved')
+    event(job, 'reserved', nil, nil, attempts)
     local out, base = r.out, #r.out
     out[base + 1] = qname
     out[base + 2] = id

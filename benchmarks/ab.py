@@ -2,8 +2,9 @@
 """A/B: the same scenarios of bench.py against two running servers, alternated round by round.
 
 Two builds of lmstfy-py (the code before and after a change), or one server with and without a
-parameter (--b-query priority=5), each measured in turns so that both see the same noise of a
-shared machine; prints each scenario's median req/s and jobs/s for A and B and their ratio B/A.
+parameter (--b-query priority=5) or a queue setting (--b-settings events=100000: each scenario's
+queue records its events), each measured in turns so that both see the same noise of a shared
+machine; prints each scenario's median req/s and jobs/s for A and B and their ratio B/A.
 
     .venv/bin/python -m benchmarks.ab --a http://127.0.0.1:7777 http://127.0.0.1:7778 \\
         --b http://127.0.0.1:8777 http://127.0.0.1:8778 --rounds 3 --scenarios publish,consume_ack
@@ -18,8 +19,8 @@ from benchmarks import bench
 
 
 async def run(args: argparse.Namespace) -> list[str]:
-    a = bench.Side("A", *args.a, bench.query_pairs(args.a_query))
-    b = bench.Side("B", *args.b, bench.query_pairs(args.b_query))
+    a = bench.Side("A", *args.a, bench.query_pairs(args.a_query), bench.query_pairs(args.a_settings))
+    b = bench.Side("B", *args.b, bench.query_pairs(args.b_query), bench.query_pairs(args.b_settings))
     settings = ["--duration", str(args.duration), "--clients", str(args.clients), "--scenarios", args.scenarios]
     await bench.alternate((a, b), bench.parse_args([*settings, "--settle", str(args.settle)]), args.rounds, "ab")
     return bench.ratio_table(b, a, a)
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--b", nargs=2, metavar=("URL", "ADMIN"), required=True, help="data and admin API of B")
     parser.add_argument("--a-query", default="", help="bench.py --query for A (K=V,...)")
     parser.add_argument("--b-query", default="", help="bench.py --query for B (K=V,...)")
+    parser.add_argument("--a-settings", default="", help="bench.py --queue-settings for A (K=V,...)")
+    parser.add_argument("--b-settings", default="", help="bench.py --queue-settings for B (K=V,...)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--scenarios", default="publish,consume_ack")
     parser.add_argument("--duration", type=float, default=8.0)

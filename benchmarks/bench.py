@@ -782,6 +782,11 @@ def create_token(admin: str, ns: str) -> str:
     return str(answer.json()["token"])
 
 
+def put_queue_settings(admin: str, ns: str, queue: str, settings: dict[str, str]) -> None:
+    """The settings of the scenario's queue (named as the scenario), through the admin twin: no token."""
+    httpx.put(f"{admin}/queues/{ns}/{queue}/settings", params=settings, timeout=10).raise_for_status()
+
+
 def purge(admin: str, ns: str) -> None:
     httpx.delete(f"{admin}/namespaces/{ns}", params={"purge": "true"}, timeout=120)
 
@@ -811,7 +816,10 @@ async def run_scenarios(args: argparse.Namespace, base: Target, meter: Meter) ->
         # A fresh namespace each, purged after: no scenario runs beside another's leftovers.
         ns = f"bench-{stamp}-{name.replace('_', '-')}"
         try:
-            result = await runners[name](replace(base, ns=ns, token=create_token(admin, ns)))
+            token = create_token(admin, ns)
+            if args.queue_settings:  # e.g. events=100000: what recording costs (SPEC 13)
+                put_queue_settings(admin, ns, name, args.queue_settings)
+            result = await runners[name](replace(base, ns=ns, token=token))
         finally:
             purge(admin, ns)
         print(line_of(result), flush=True)
@@ -918,6 +926,7 @@ class Side:
     url: str
     admin: str
     query: dict[str, str] = field(default_factory=dict)
+    queue_settings: dict[str, str] = field(default_factory=dict)  # --queue-settings of its rounds
     rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     # Server + Redis CPU µs per request of each round, where both processes were found.
     cpu_us: dict[str, list[float]] = field(default_factory=dict)
@@ -927,9 +936,11 @@ async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: 
     """Runs args' scenarios on each side in turns, who goes first alternating: both see the same noise."""
     for round_ in range(rounds):
         for side in sides if round_ % 2 == 0 else sides[::-1]:
-            print(f"{label}: round {round_ + 1}/{rounds}, {side.name} ({side.url} {side.query or ''})", flush=True)
+            more = f"{side.query or ''} {side.queue_settings or ''}"
+            print(f"{label}: round {round_ + 1}/{rounds}, {side.name} ({side.url} {more})", flush=True)
             # No ceilings: a comparison's ratio is between the two servers.
             one = {**vars(args), "url": side.url, "admin": side.admin, "query": side.query, "ceilings": []}
+            one["queue_settings"] = side.queue_settings
             report = await run(argparse.Namespace(**one))
             for result in report["results"]:
                 side.rates.setdefault(result["name"], []).append((result["req_per_s"], result["jobs_per_s"]))
@@ -1013,6 +1024,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default={},
         metavar="K=V,...",
         help="more query parameters on every request, e.g. priority=5",
+    )
+    parser.add_argument(
+        "--queue-settings",
+        type=query_pairs,
+        default={},
+        metavar="K=V,...",
+        help="settings of each scenario's queue before it runs (SPEC 13), e.g. events=100000",
     )
     parser.add_argument(
         "--compare",

@@ -121,6 +121,23 @@ class QueueSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Event:
+    """One recorded change of a job (SPEC 13 Events), as an event stream sends it."""
+
+    cursor: str  # the SSE id: opaque, increasing; for a merged stream it covers every queue
+    kind: str  # the SSE event name
+    data: bytes  # the JSON object, as stored
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Events of `queue` trimmed between the cursor given and the first one kept (SPEC 13 Stream)."""
+
+    queue: str
+    lost: int
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     ready: int
     delayed: int

@@ -26,6 +26,7 @@ from lmstfy_py.client.errors import (
     Unauthorized,
     Unavailable,
 )
+from lmstfy_py.client.events import EventGap, QueueEvent, StreamItem
 from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
 from lmstfy_py.client.retry import RetryPolicy
@@ -45,12 +46,14 @@ __all__ = [
     "DeadJob",
     "DeadLetter",
     "DeadPage",
+    "EventGap",
     "Job",
     "LmstfyError",
     "NotFound",
     "Outcome",
     "PayloadTooLarge",
     "PublishArgs",
+    "QueueEvent",
     "QueueStats",
     "Released",
     "RetryPolicy",
@@ -60,6 +63,7 @@ __all__ = [
     "ServerError",
     "Settings",
     "SettingsArgs",
+    "StreamItem",
     "Throttled",
     "Unauthorized",
     "Unavailable",

@@ -4,6 +4,7 @@ for both (methods.py, core.py): here are only its connections, which are awaited
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -11,8 +12,11 @@ import httpcore
 
 from lmstfy_py.client.asyncio_backend import AsyncioBackend
 from lmstfy_py.client.calls import Call
+from lmstfy_py.client.connection import answer_of
 from lmstfy_py.client.core import Awaiting
+from lmstfy_py.client.events import EventFeed, StreamItem
 from lmstfy_py.client.methods import Methods
+from lmstfy_py.client.retry import TRANSPORT_ERRORS
 
 T = TypeVar("T")
 
@@ -34,6 +38,25 @@ class AsyncClient(Methods, Awaiting):
     async def send(self, call: Call[T]) -> T:
         """Sends `call`, retrying as self.retry allows; its answer as read, or the client's exception."""
         return await self._send(call)
+
+    async def events(self, queues: str | Sequence[str], after: str | None = None) -> AsyncGenerator[StreamItem]:
+        """Client.events (sync.py), iterated with `async for`."""
+        feed = EventFeed(self.routes, queues, after, self.retry)
+        while True:
+            failure: Exception | None = None
+            try:
+                async with self._pool.stream(**self._endpoint.request(feed.call())) as response:
+                    if response.status != 200:
+                        await response.aread()
+                        failure = feed.refused(answer_of(response))
+                    else:
+                        feed.opened()
+                        async for chunk in response.aiter_stream():
+                            for item in feed.feed(chunk):
+                                yield item
+            except TRANSPORT_ERRORS as exc:
+                failure = exc
+            await asyncio.sleep(feed.broken(failure))
 
     async def close(self) -> None:
         await self._pool.aclose()

@@ -193,6 +193,14 @@ class Routes:
         params = {name: str(value) for name, value in changes.items()}
         return Call("PUT" if params else "GET", self.path(queue, "settings"), read_settings, params)
 
+    def events(self, queues: Sequence[str], cursor: str | None) -> Call[None]:
+        """The event stream of one queue, or several merged; from `cursor` on (Last-Event-ID, as an
+        EventSource resumes). Its answer is read as it streams (client/events.py), not by the Call."""
+        headers = {"Last-Event-ID": cursor} if cursor else {}
+        if len(queues) == 1:
+            return Call("GET", self.path(queues[0], "events"), calls.nothing, headers=headers)
+        return Call("GET", self.path("events"), calls.nothing, {"queues": ",".join(queues)}, headers=headers)
+
     # -- look, count, drop -------------------------------------------------------------------------
 
     def peek(self, queue: str) -> Call[Job | None]:

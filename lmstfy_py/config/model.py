@@ -135,6 +135,9 @@ class ServerConfig:
     # every `min_schedule_every` seconds (one tenant's schedules must not take the server's CPU).
     max_schedules_per_namespace: int = 1000
     min_schedule_every: int = 1
+    # Seconds an event stream (SPEC 13) may go without an event before it gets a comment line, so that
+    # proxies and clients see the connection alive.
+    events_heartbeat: int = 15
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,7 @@ def read_server(reader: Reader, base: ServerConfig) -> ServerConfig:
             "max_schedules_per_namespace", base.max_schedules_per_namespace, 1, UINT32_MAX
         ),
         min_schedule_every=reader.integer("min_schedule_every", base.min_schedule_every, 1, UINT32_MAX),
+        events_heartbeat=reader.integer("events_heartbeat", base.events_heartbeat, 1, MAX_CONNECTION_TIMEOUT),
     )
     reader.finish()
     if server.port == server.admin_port:

@@ -41,6 +41,7 @@ from lmstfy_py.store.engine_base import (
     queue_keys,
     ttl_seconds,
 )
+from lmstfy_py.store.events import EventOps
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
@@ -63,7 +64,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
+class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:
@@ -254,8 +255,9 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
 
     async def stop_waiting(self) -> None:
         """Ends every long-poll of this process now ("no job available"), and every result() wait (its
-        job as it is now); the first step of a graceful stop."""
+        job as it is now), and every event stream; the first step of a graceful stop."""
         await self.end_watch.close()
+        await self.event_tail.close()
         await self.wake_hub.close()
 
     # -- a worker's verbs on its reservation --------------------------------------------------
@@ -381,6 +383,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps):
 
     async def close(self) -> None:
         await self.end_watch.close()
+        await self.event_tail.close()
         await self.wake_hub.close()
         clients: tuple[Any, ...] = (self.script_client, self.redis, self.blocking)
         for client in {id(client): client for client in clients}.values():

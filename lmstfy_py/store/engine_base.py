@@ -19,6 +19,7 @@ from lmstfy_py.store.contracts import Scripts
 from lmstfy_py.store.contracts.jobs import AckArgs, AckKeys
 from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
 from lmstfy_py.store.ends import EndWatch
+from lmstfy_py.store.event_tail import EventTail
 from lmstfy_py.store.handover import Handover
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.scripts import Command, ScriptClient
@@ -141,6 +142,7 @@ class EngineBase:
         self.blocking = blocking_client
         self.wake_hub = WakeHub(blocking_client)
         self.end_watch = EndWatch(blocking_client)  # this process's result() waiters (store/ends.py)
+        self.event_tail = EventTail(blocking_client)  # this process's open event streams (store/event_tail.py)
         self.handover = Handover()  # this process's waiting consumes, for the pump's due jobs
         self.scripts = scripts
         self.observer = observer or EngineObserver()

@@ -13,13 +13,15 @@ job, Conflict (409) when it is not in the state they need; Redis errors propagat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Protocol
 
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.types import (
     DeadLetterHead,
     DeadPage,
+    Event,
+    Gap,
     Job,
     JobInfo,
     NewJob,
@@ -104,6 +106,24 @@ class JobStore(Protocol):
         unknown or past its keep. A waiter present at the end gets the end even with keep 0. Every
         waiter is answered within 50 ms of the end; when the pool stops (SIGTERM, stop_waiting) each
         waiter answers at once with (False, current info)."""
+        ...
+
+    async def open_events(
+        self, ns: str, queues: Sequence[str], after: str | None, idle_s: float = 15.0
+    ) -> AsyncIterator[Event | Gap | None]:
+        """The event stream of `queues` (SPEC 13 Stream): await it, then iterate what it answers.
+
+        Awaiting it checks everything first (so the web layer answers 4xx before any byte):
+        Conflict("events are off for this queue") if any queue's `events` is 0;
+        InvalidParameter("invalid after") if `after` is not a cursor of these queues.
+        after None: only events after this call; "0": every kept event, then live; a cursor: exactly
+        the events after it, none lost or repeated, with a Gap first (per queue) when the next ones
+        were trimmed. Live events arrive within ~50 ms of their step. Yields None after `idle_s`
+        without an event (the web layer writes an SSE comment). Ends (StopAsyncIteration) when the
+        pool stops (stop_waiting: SIGTERM). One queue: cursors are that queue's; several (1..16, the
+        merged namespace stream): each cursor says every queue's position (for this list of queues,
+        in this order), order kept per queue. The iterator is an async generator: aclose() it (or
+        let it end) to leave the live tail."""
         ...
 
     # -- its dead letter

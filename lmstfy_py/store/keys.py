@@ -29,7 +29,11 @@ wake lists of several queues of one namespace at once.
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|
-|                  |        | configuration: kept through destroy and a namespace's purge  |
+|                  |        | configuration: kept through destroy and a namespace's purge; |
+|                  |        | eseq: the last event's number (ev/{ns}/q's ids count them)   |
+| ev/{ns}/q        | stream | the queue's last `events` events, ids "<eseq>-0": k kind, e  |
+|                  |        | the JSON sent (lua/_lib.lua's event builds the key from the  |
+|                  |        | job's key j/{ns}/q/id; store/events.py reads it)             |
 | rw/{ns}/q/id     | string | how many result() waiters wait for the job (store/ends.py);  |
 |                  |        | PEXPIRE = the longest wait and a margin; deleted by the end  |
 |                  |        | that tells them                                              |
@@ -114,6 +118,11 @@ def queues(ns: str) -> str:
 def settings(ns: str, queue: str) -> str:
     """A queue's settings hash (keep, events), read by the publish step itself."""
     return f"qc/{{{ns}}}/{queue}"
+
+
+def events(ns: str, queue: str) -> str:
+    """Must be settings()'s key with "ev" for "qc" (lua/_lib.lua builds both from the job's key)."""
+    return f"ev/{{{ns}}}/{queue}"
 
 
 def waiters(ns: str, queue: str, job_id: str) -> str:

@@ -136,6 +136,9 @@ class MigrationEngine:
     # as they outlive the migration (which ends by dropping the old pool) and its old jobs end there.
     queue_settings = _in_new(Engine.queue_settings)
     set_queue_settings = _both(Engine.set_queue_settings, _the_new_pools)
+    # Events: the new pool's log, where new jobs are published and every job ends up (a job still in
+    # the old pool records its changes in the old pool's log, which the migration drops).
+    open_events = _in_new(Engine.open_events)
 
     async def _old_then_new(self, limit: int, call: Callable[[Engine, int], Awaitable[list[T]]]) -> list[T]:
         found = await call(self.old, limit)

@@ -40,7 +40,8 @@ class OutcomeOps(EngineBase):
             for part in (name, value)
         ]
         if changes:
-            await self.redis.execute_command("HSET", keys.settings(ns, queue), *changes)
+            call_keys = contract.SettingsPutKeys(keys.settings(ns, queue), keys.events(ns, queue))
+            await self.scripts.settings_put(self.script_client, call_keys, contract.SettingsPutArgs(tuple(changes)))
         return await self.queue_settings(ns, queue)
 
     async def complete(self, ns: str, queue: str, job_id: str, result: bytes) -> None:

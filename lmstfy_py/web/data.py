@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import hot_routes, instrument, lifecycle, outcomes, params, schedules
+from lmstfy_py.web import events, hot_routes, instrument, lifecycle, outcomes, params, schedules
 from lmstfy_py.web.answers import JSON, consumed_body, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
 from lmstfy_py.web.target import Target, defaults_of, job_id_of, target_of, throttle
@@ -61,7 +61,10 @@ async def republish(request: Request) -> Response:
 
 
 async def consume(request: Request) -> Response:
-    """GET /api/{ns}/{q1}[,{q2}...] (web/hot_routes.py)."""
+    """GET /api/{ns}/{q1}[,{q2}...] (web/hot_routes.py); GET /api/{ns}/events?queues=... is the merged
+    event stream (web/events.py)."""
+    if events.is_merged_stream(request):
+        return await events.namespace_events(request)
     jobs, count = await hot_routes.consume(hot_routes.call_of(request))
     return Response(consumed_body(jobs, count), media_type=JSON)  # JSONResponse's bytes and headers
 
@@ -162,6 +165,7 @@ ROUTES = [
     route(QUEUE, "DELETE", destroy),
     *lifecycle.ROUTES,
     *outcomes.ROUTES,
+    *events.ROUTES,
     *schedules.ROUTES,
 ]
 

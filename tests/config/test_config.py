@@ -134,6 +134,8 @@ def test_hardening_keys(tmp_path: Path) -> None:
     )
     config = load_config(write(tmp_path, text))
     assert (config.server.max_schedules_per_namespace, config.server.min_schedule_every) == (5, 60)
+    assert Config().server.events_heartbeat == 15  # SPEC 13: a comment every 15 s when idle
+    assert load_config(write(tmp_path, "[server]\nevents_heartbeat = 2\n")).server.events_heartbeat == 2
     assert config.admin_allowed_hosts == ("queue.example.com", "[::1]", "10.1.2.3")
     expected = ("10.0.0.0/8", "192.168.1.7/32", "::1/128")
     assert config.push.allowed_networks == tuple(ipaddress.ip_network(net) for net in expected)
@@ -189,6 +191,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[server\n", "invalid TOML at line 1, column 8: Expected ']' at the end of a table declaration"),
         ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log, push)"),
         ("[server]\nmin_schedule_every = 0\n", "[server] min_schedule_every: must be between 1 and 4294967295, got 0"),
+        ("[server]\nevents_heartbeat = 0\n", "[server] events_heartbeat: must be between 1 and 3600, got 0"),
         (
             '[admin]\nallowed_hosts = "x"\n',
             '[admin] allowed_hosts: expected an array of host names like "queue.example.com"',

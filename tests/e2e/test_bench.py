@@ -78,6 +78,20 @@ def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
         assert name == scenario and len(figures) == 9 and all(float(f.replace(",", "")) > 0 for f in figures), row
 
 
+def test_ab_compares_a_queue_setting_events_on_vs_off(server: Server) -> None:
+    """--b-settings events=100000: B's scenario queues record their events (SPEC 13), seen in the rounds' lines."""
+    sides = ["--a", server.data_url, server.admin_url, "--b", server.data_url, server.admin_url]
+    args = [*sides, "--b-settings", "events=100000", "--rounds", "1", "--duration", "0.5", "--clients", "2"]
+    done = subprocess.run(
+        [*AB, *args, "--settle", "0"], cwd=ROOT, capture_output=True, text=True, timeout=BENCH_TIMEOUT
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "{'events': '100000'}" in next(
+        line for line in done.stdout.splitlines() if line.startswith("ab: round 1/1, B")
+    )
+    assert [row.split()[0] for row in done.stdout.splitlines()[-2:]] == ["publish", "consume_ack"]
+
+
 def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(server: Server) -> None:
     """--compare with the same server as "theirs" (a Go lmstfy in real use): rounds alternate, ratios ~1."""
     args = ["--url", server.data_url, "--admin", server.admin_url, "--compare", server.data_url, server.admin_url]

@@ -347,3 +347,17 @@ def test_a_publish_shows_in_the_rates_at_once(server: Server, page: Page) -> Non
     expect(page.locator("#queue-rates figcaption")).to_contain_text(
         "last 60 minutes: 3 published", timeout=REFRESH_MS + 1000
     )  # the next refresh
+
+
+def test_the_queue_page_tails_its_events_live(server: Server, page: Page) -> None:
+    token = create_token(server, "tail")
+    switched = httpx.put(f"{server.data_url}/api/tail/q/settings", params={"events": 100}, headers={"X-Token": token})
+    assert switched.status_code == 200, switched.text
+    page.goto(f"{server.admin_url}/ui/queue/tail/q")
+    expect(page.locator("[data-tail-state]")).to_have_text("live")
+    page.evaluate("window.notReloaded = true")
+    job_id = publish(server, token, "tail", "q", b"job", priority=7)
+    shown = page.locator('#event-tail li[data-event="published"]')
+    expect(shown).to_contain_text(job_id)
+    expect(shown).to_contain_text("priority 7")
+    assert page.evaluate("window.notReloaded") is True

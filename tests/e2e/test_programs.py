@@ -36,6 +36,7 @@ RUN_BY = {
     "benchmarks/bench_app.py": "tests/e2e/test_programs.py::test_bench_app",
     "benchmarks/bench_http_servers.py": "tests/e2e/test_programs.py::test_bench_http_servers",
     "benchmarks/bench_longpolls.py": "tests/e2e/test_programs.py::test_bench_longpolls",
+    "benchmarks/bench_event_streams.py": "tests/e2e/test_programs.py::test_bench_event_streams",
     "benchmarks/bench_cron.py": "tests/e2e/test_programs.py::test_bench_cron",
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
@@ -171,6 +172,13 @@ def test_bench_longpolls() -> None:
     out = ok(run("benchmarks/bench_longpolls.py", "--waiters", "20", "--timeout", "10"))
     assert "jobs delivered:       20 (20 distinct)" in out, out
     assert "final stop exit code: 0" in out
+
+
+def test_bench_event_streams() -> None:
+    args = ["--streams", "20", "--rounds", "1", "--duration", "0.5", "--clients", "2", "--settle", "0.1"]
+    out = ok(run("benchmarks/bench_event_streams.py", *args))
+    assert re.search(r"   20 streams: +[\d,]+ publishes/s, CPU +[\d,]+ µs/publish", out), out
+    assert re.search(r"ratio with/without: rate [\d.]+, CPU per publish [\d.]+", out), out
 
 
 def test_bench_push() -> None:

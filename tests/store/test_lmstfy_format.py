@@ -8,6 +8,7 @@ lists meanwhile; and lmstfy's keys gone once every job has moved.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +24,7 @@ from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.lmstfy_format import LmstfyLayout, LmstfyMover
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Job, NewJob
+from lmstfy_py.types import Event, Job, NewJob
 from tests.fixtures.lmstfy_layout import TIMER_SET, LmstfyPool, dead_key, job_key, ready_key
 
 NS = "shop"
@@ -401,3 +402,20 @@ def test_the_spellings_of_lmstfys_keys_agree_with_the_fixtures() -> None:
     assert keys.lmstfy_ready(NS, "q") == ready_key(NS, "q")
     assert keys.lmstfy_dead(NS, "q") == dead_key(NS, "q")
     assert keys.LMSTFY_TIMER == TIMER_SET
+
+
+async def test_a_job_records_events_from_the_consume_that_moves_it_into_our_layout(
+    store: Engine, lmstfy: LmstfyPool
+) -> None:
+    await store.set_queue_settings(NS, "q", None, 100)
+    old = lmstfy.publish(NS, "q", b"from lmstfy")  # lmstfy's own step: no event
+    [job] = await consume_all(store, ["q"])
+    assert await store.ack(NS, "q", job.job_id)
+    stream = await store.open_events(NS, ["q"], "0", idle_s=0.2)
+    found = []
+    async for item in stream:
+        if item is None:
+            break
+        if isinstance(item, Event):
+            found.append((item.kind, json.loads(item.data)["job_id"]))
+    assert found == [("reserved", old), ("completed", old)]

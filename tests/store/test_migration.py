@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -29,7 +30,7 @@ from lmstfy_py.store.engine import Engine, EngineObserver
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import DeadLetterHead, Job, NewJob, QueueSettings, QueueStats
+from lmstfy_py.types import DeadLetterHead, Event, Gap, Job, NewJob, QueueSettings, QueueStats
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
 
@@ -381,6 +382,25 @@ async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEn
     assert await new.queue_settings(NS, Q) == QueueSettings(30, 0)
 
 
+async def test_events_are_the_new_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    with pytest.raises(Conflict, match="events are off for this queue"):
+        await migrating.open_events(NS, [Q], "0")
+    await migrating.set_queue_settings(NS, Q, None, 10)
+    await old.publish(NS, Q, NewJob(b"old"))
+    fresh = (await migrating.publish(NS, Q, NewJob(b"new"))).job_id
+    stream = await migrating.open_events(NS, [Q], "0", idle_s=0.2)
+    got = [item async for item in stream_until_idle(stream)]
+    assert [(json.loads(e.data)["kind"], json.loads(e.data)["job_id"]) for e in got] == [("published", fresh)]
+
+
+async def stream_until_idle(stream: AsyncIterator[Event | Gap | None]) -> AsyncIterator[Event]:
+    async for item in stream:
+        if item is None:
+            return
+        if isinstance(item, Event):
+            yield item
+
+
 async def test_complete_and_result_act_where_the_job_lives(
     migrating: MigrationEngine, old: Engine, new: Engine
 ) -> None:
@@ -463,6 +483,7 @@ TESTED_BY = {
     "queue_settings": test_settings_are_the_new_pools_and_set_on_both,
     "set_queue_settings": test_settings_are_the_new_pools_and_set_on_both,
     "complete": test_complete_and_result_act_where_the_job_lives,
+    "open_events": test_events_are_the_new_pools,
     "result": test_complete_and_result_act_where_the_job_lives,
     "put_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedules": test_schedules_are_registered_in_the_new_pool_and_found_in_either,

@@ -728,3 +728,13 @@ async def test_an_idle_process_writes_its_first_count_at_once(redis_url: str) ->
     finally:
         await store.stop()
         await redis.aclose()
+
+
+async def test_the_queue_page_tails_events_on_the_admin_twin_only_when_they_are_on(
+    admin: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    off = (await admin.get("/ui/queue/ns/q")).text
+    assert 'id="event-tail"' not in off and "Events are off for this queue" in off
+    await runtime.pools.get("default").set_queue_settings("ns", "q", None, 500)
+    on = (await admin.get("/ui/queue/ns/q")).text
+    assert 'data-events-url="/queues/ns/q/events?pool=default"' in on and "keeps its last 500" in on

@@ -16,6 +16,7 @@ class Scripts:
     bury = jobs.BURY
     complete = jobs.COMPLETE
     wait_mark = jobs.WAIT_MARK
+    settings_put = jobs.SETTINGS_PUT
     peek = jobs.PEEK
     next_jobs = jobs.NEXT_JOBS
     job_state = jobs.JOB_STATE

@@ -183,6 +183,18 @@ class WaitMarkArgs(NamedTuple):
 
 
 WAIT_MARK = store_step("wait_mark", WaitMarkKeys, WaitMarkArgs, int)
+
+
+class SettingsPutKeys(NamedTuple):
+    settings: str
+    events: str
+
+
+class SettingsPutArgs(NamedTuple):
+    settings: tuple[str | int, ...]  # name, value, name, value...
+
+
+SETTINGS_PUT = store_step("settings_put", SettingsPutKeys, SettingsPutArgs, int)
 RELEASE = store_step("release", ReleaseKeys, ReleaseArgs, _outcome)
 COMPLETE = store_step("complete", CompleteKeys, CompleteArgs, _outcome)
 TOUCH = store_step("touch", VerbKeys, TouchArgs, _outcome)

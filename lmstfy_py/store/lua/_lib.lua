@@ -213,6 +213,49 @@ local function outcomes()
     return o
 end
 
+-- Events (SPEC 13): a queue with `events` N > 0 in its settings hash qc/{ns}/q records each change
+-- of a job in the stream ev/{ns}/q (keys.py), keeping exactly the last N, in the step that makes the
+-- change. Both keys are built from the job's key j/{ns}/q/id (the same hash tag, so the same slot).
+-- An entry's id is "<seq>-0", seq counting the queue's events (field eseq of its settings: ids
+-- stay consecutive, so a reader knows exactly how many were trimmed); its fields: k the kind, e
+-- the JSON object the event stream sends as it is. A step reads each queue's setting once
+-- (EVENTS) and the clock once (EVENTS.ts): with events off, that HGET is all it costs.
+local EVENTS = {}
+
+local function write_event(base, most, kind, qname, id, attempt, reason, priority)
+    local seq = redis.call('HINCRBY', 'qc/' .. base, 'eseq', 1)
+    local ts = EVENTS.ts
+    if not ts then
+        local t = redis.call('TIME')
+        ts = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        EVENTS.ts = ts
+    end
+    local json = '{"kind":"' .. kind .. '","job_id":' .. cjson.encode(id) .. ',"queue":' .. cjson.encode(qname)
+        .. ',"ts_ms":' .. ts .. ',"attempt":' .. attempt
+    if reason then
+        json = json .. ',"reason":' .. cjson.encode(reason)
+    elseif priority then
+        json = json .. ',"priority":' .. priority
+    end
+    redis.call('XADD', 'ev/' .. base, 'MAXLEN', most, seq .. '-0', 'k', kind, 'e', json .. '}')
+end
+
+-- Records `kind` for the job of job_key when its queue keeps events: `attempt` its attempts now
+-- (nil: read from the job), `reason` for released/buried/dead, `priority` for published.
+local function event(job_key, kind, reason, priority, attempt)
+    local tag, qname, id = string.match(job_key, '^j/({[^}]*})/([^/]*)/(.*)$')
+    local base = tag .. '/' .. qname
+    local most = EVENTS[base]
+    if most == nil then
+        most = tonumber(redis.call('HGET', 'qc/' .. base, 'events')) or 0
+        EVENTS[base] = most
+    end
+    if most > 0 then
+        attempt = attempt or tonumber(redis.call('HGET', job_key, 'a')) or 0
+        write_event(base, most, kind, qname, id, attempt, reason, priority)
+    end
+end
+
 -- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
 -- expires then, as lmstfy's. With a keep (s) it lives that much longer, and its expiry member on
 -- the timer has the pump end it then as expired, leaving its record (pump.lua). Returns whether
@@ -273,8 +316,11 @@ end
 -- as a record in state `final`, with when it ended and `result` (complete only; nil for none);
 -- without, it is deleted, as lmstfy does. Its waiters are told either way; with a unique_for
 -- its id stays taken. `now` may be nil (the step has no clock argument): Redis's TIME then.
+local ENDS = {C = 'completed', E = 'expired', L = 'deleted'}
+
 local function finish(job_key, id, final, now, result, keep, unique_for)
     keep = tonumber(keep) or 0
+    event(job_key, ENDS[final])
     local waiting = waited_for(job_key)
     if keep <= 0 and not waiting then -- lmstfy's end: gone at once
         redis.call('DEL', job_key)
@@ -347,6 +393,7 @@ local function create_job(j, q, ns, qname, id, new)
     else
         push_ready(j.key, q, new.tries, id, new.priority)
     end
+    event(j.key, 'published', nil, new.priority, 0)
     return expires and 2 or 1
 end
 
@@ -366,6 +413,7 @@ local function reserve_element(r, qname, q, element)
     redis.call('HSET', job, 's', 'X', 't', remain)
     local attempts = redis.call('HINCRBY', job, 'a', 1)
     count(q.meta, 'X', 1)
+    event(job, 'reserved', nil, nil, attempts)
     local out, base = r.out, #r.out
     out[base + 1] = qname
     out[base + 2] = id

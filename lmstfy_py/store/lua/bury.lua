@@ -8,4 +8,5 @@ if not tries then
     return refusal
 end
 push_dead(KEYS[1], KEYS[4], ARGV[3], ARGV[5], tonumber(ARGV[4]))
+event(KEYS[1], 'buried', ARGV[5])
 return {'buried'}

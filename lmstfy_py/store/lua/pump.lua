@@ -54,6 +54,7 @@ for _, member in ipairs(due) do
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0
         if tries == 0 then
             push_dead(job, dead_prefix .. qname, id, 'ttr passed with no tries left', now)
+            event(job, 'dead', 'ttr passed with no tries left')
             to_dead = to_dead + 1
         elseif later > 0 then
             push_delayed(job, timer, meta, ns, qname, tries, id, now + later)
@@ -61,6 +62,11 @@ for _, member in ipairs(due) do
             local q = {ready = ready_prefix .. qname, prio = prio_prefix .. qname, wake = wake_prefix .. qname, meta = meta}
             push_ready(job, q, tries, id, tonumber(fields[2]) or 0)
             to_ready = to_ready + 1
+        end
+        -- A reservation whose ttr passed is released (ready again at once or after its backoff,
+        -- then told as ready); a delayed job is ready now.
+        if tries > 0 then
+            event(job, reserved and 'released' or 'ready', reserved and 'ttr passed' or nil)
         end
     end
 end

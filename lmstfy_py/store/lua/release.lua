@@ -30,6 +30,7 @@ if ARGV[6] ~= '' then
 end
 if tries == 0 then
     push_dead(job, KEYS[7], id, nil, now)
+    event(job, 'buried', redis.call('HGET', job, 'e') or '')
     return {'buried'}
 end
 local delay = tonumber(ARGV[5]) or (untried and 0) or backoff_ms(f[2], tonumber(f[3]) or 1)
@@ -38,4 +39,5 @@ if delay > 0 then
 else
     push_ready(job, q, tries, id, tonumber(f[1]) or 0)
 end
+event(job, 'released', ARGV[6])
 return {'released', now + delay, tries}

@@ -19,5 +19,6 @@ return pop_each(KEYS[1], 'RPOP', tonumber(ARGV[1]), function(id)
         redis.call('PERSIST', job)
     end
     push_ready(job, q, 1, id, tonumber(f[1]) or 0)
+    event(job, 'respawned')
     return 1
 end)

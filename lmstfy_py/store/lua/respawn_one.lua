@@ -22,4 +22,5 @@ if due > 0 then
 else
     push_ready(job, q, tries, ARGV[3], tonumber(f[1]) or 0)
 end
+event(job, 'respawned')
 return 1

@@ -7,4 +7,5 @@ if not tries then
     return refusal
 end
 redis.call('ZADD', KEYS[2], 'XX', ARGV[4], pack_member(ARGV[1], ARGV[2], tries, ARGV[3], true))
+event(KEYS[1], 'touched')
 return {'touched'}

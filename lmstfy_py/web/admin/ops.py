@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute
 from lmstfy_py.errors import NotFound
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Job
-from lmstfy_py.web import lifecycle, outcomes, params
+from lmstfy_py.web import events, lifecycle, outcomes, params
 from lmstfy_py.web.admin.request import engine_of, namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 from lmstfy_py.web.target import job_id_of
@@ -171,6 +171,12 @@ async def look_up_job(request: Request) -> Response:
     return await outcomes.look_up(engine, ns, queue, job_id_of(request))
 
 
+async def queue_events(request: Request) -> Response:
+    """A queue's event stream, as the data plane's GET .../events streams it (the dashboard's live tail)."""
+    engine, ns, queue = _queue_target(request)
+    return await events.stream(engine, ns, [queue], events.cursor_of(request), events.heartbeat_s(request))
+
+
 # -- access log ----------------------------------------------------------------------
 
 
@@ -206,6 +212,7 @@ ROUTES: list[BaseRoute] = [
     route("/queues/{ns}/{queue}/settings", "GET", get_settings),
     route("/queues/{ns}/{queue}/settings", "PUT", put_settings),
     route("/queues/{ns}/{queue}/job/{job_id}", "GET", look_up_job),
+    route("/queues/{ns}/{queue}/events", "GET", queue_events),
     route("/accesslog", "GET", get_access_log),
     route("/accesslog", "POST", set_access_log),
 ]

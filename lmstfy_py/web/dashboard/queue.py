@@ -45,6 +45,8 @@ async def show_queue(request: Request) -> Response:
         "rates": rates,
         "chart": charts.rate_chart(rates, "queue-rates"),
         "next_jobs": await store.next_jobs(ns, queue, NEXT_SHOWN),
+        # The live tail of the queue's events (SPEC 13) when it records them: an EventSource on the admin twin.
+        "events_kept": (await store.queue_settings(ns, queue)).events,
         "job_id": job_id,
         "info": info,
         "info_data": display.data(info.job.body) if info else None,

@@ -66,3 +66,63 @@
 
   setTimeout(tick, every);
 })();
+
+// The queue page's live tail of events (SPEC 13): an EventSource on the admin twin of the queue's
+// event stream. EventSource reconnects by itself, sending the last id as Last-Event-ID, so the
+// tail goes on where it left off; the server's gap frame says how many events were trimmed meanwhile.
+(function () {
+  "use strict";
+  var tail = document.getElementById("event-tail");
+  if (!tail || !window.EventSource) {
+    return;
+  }
+  var SHOWN = 50;
+  var KINDS = ["published", "ready", "reserved", "released", "touched", "completed", "buried", "dead",
+    "expired", "deleted", "respawned", "promoted", "gap"];
+  var list = tail.querySelector("ol");
+  var state = tail.querySelector("[data-tail-state]");
+  var source = new EventSource(tail.getAttribute("data-events-url"));
+
+  function describe(event) {
+    if (event.kind === "gap") {
+      return event.lost + " event(s) trimmed before they were shown";
+    }
+    var text = event.job_id + " · attempt " + event.attempt;
+    if (event.reason) {
+      text += " · " + event.reason;
+    }
+    if (event.priority !== undefined) {
+      text += " · priority " + event.priority;
+    }
+    return text;
+  }
+
+  function show(message) {
+    var event = JSON.parse(message.data);
+    var row = document.createElement("li");
+    row.setAttribute("data-event", event.kind);
+    var kind = document.createElement("span");
+    kind.className = "badge state-" + event.kind;
+    kind.textContent = event.kind;
+    var when = document.createElement("span");
+    when.className = "meta";
+    when.textContent = event.ts_ms ? new Date(event.ts_ms).toLocaleTimeString() : "";
+    var what = document.createElement("code");
+    what.textContent = describe(event);
+    row.append(kind, " ", what, " ", when);
+    list.prepend(row);
+    while (list.children.length > SHOWN) {
+      list.lastElementChild.remove();
+    }
+  }
+
+  KINDS.forEach(function (kind) {
+    source.addEventListener(kind, show);
+  });
+  source.onopen = function () {
+    state.textContent = "live";
+  };
+  source.onerror = function () {
+    state.textContent = "reconnecting…";
+  };
+})();

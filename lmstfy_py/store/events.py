@@ -3,7 +3,8 @@
 Every step that changes a job records its event itself (lua/_lib.lua's event) in its queue's log
 ev/{ns}/q (keys.py), a Redis stream of the last N entries with ids "<n>-0", n counting the queue's
 events from 1 (field eseq of the queue's settings hash). A cursor is those numbers: for one queue
-"n", for several "n1.n2..." in the order the queues were named. Because the numbers are
+"n", for several "n1.n2..." in the order of the queues' names (sorted, whatever order a request names them in,
+so a client resuming with its list in another order resumes each queue where it was). Because the numbers are
 consecutive, a stream resuming from a cursor knows exactly how many events were trimmed before
 the first one kept (a Gap). Live events come from the namespace's shared tail (store/event_tail.py).
 
@@ -81,7 +82,9 @@ class EventOps(EngineBase):
         if any(most <= 0 for most, _ in heads):
             raise Conflict("events are off for this queue")
         numbers = [number for _, number in heads]
-        positions = _Positions(names, _starts(after, numbers))
+        head_of = dict(zip(names, numbers, strict=True))
+        in_cursor = sorted(names)  # the cursor's order (the module's docstring)
+        positions = _Positions(in_cursor, _starts(after, [head_of[queue] for queue in in_cursor]))
         # Joined before the history is read: an event between the two is in one or the other (or both).
         subscription = self.event_tail.subscribe(ns, names, numbers)
         # A stream from now reads no history where the tail reads every event after its head.

@@ -199,6 +199,9 @@ async def test_a_merged_stream_keeps_order_per_queue_and_its_cursors_resume(engi
     resume_at = got[20].cursor
     rest = await drain(await engine.open_events(NS, queues, resume_at, idle_s=0.3))
     assert [e.data for e in rest if isinstance(e, Event)] == [e.data for e in got[21:]]
+    # The same cursor, the queues named in another order: each queue resumes where it was.
+    again = await drain(await engine.open_events(NS, queues[::-1], resume_at, idle_s=0.3))
+    assert sorted(e.data for e in again if isinstance(e, Event)) == sorted(e.data for e in got[21:])
 
 
 async def test_live_events_arrive_promptly_through_one_shared_reader(engine: Engine) -> None:

@@ -63,7 +63,7 @@ async def republish(request: Request) -> Response:
 async def consume(request: Request) -> Response:
     """GET /api/{ns}/{q1}[,{q2}...] (web/hot_routes.py); GET /api/{ns}/events?queues=... is the merged
     event stream (web/events.py)."""
-    if events.is_merged_stream(request):
+    if events.is_merged_stream(request.path_params["queue"], request.scope["query_string"]):
         return await events.namespace_events(request)
     jobs, count = await hot_routes.consume(hot_routes.call_of(request))
     return Response(consumed_body(jobs, count), media_type=JSON)  # JSONResponse's bytes and headers

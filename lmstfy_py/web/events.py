@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -95,9 +96,10 @@ async def namespace_events(request: Request) -> Response:
     return await stream(target.store, ns, queues, cursor_of(request), heartbeat_s(request))
 
 
-def is_merged_stream(request: Request) -> bool:
-    """GET /api/{ns}/events with `queues`: the merged stream, not the consume of a queue named "events"."""
-    return request.path_params["queue"] == "events" and "queues" in request.query_params
+def is_merged_stream(queue: str, query_string: bytes) -> bool:
+    """GET /api/{ns}/{queue}: the merged stream when `queue` is "events" and the query has `queues`, not
+    the consume of a queue named "events" (asked by data.consume and by web/hot.py's dispatcher)."""
+    return queue == "events" and "queues" in QueryParams(query_string)
 
 
 ROUTES = [route("/api/{ns}/{queue}/events", "GET", queue_events)]

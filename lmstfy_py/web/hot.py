@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from lmstfy_py import logs
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import accesslog, answers, data, hot_routes, params
+from lmstfy_py.web import accesslog, answers, data, events, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot_routes import Call, FirstHeaders, Query
 from lmstfy_py.web.middleware import request_done, request_id
@@ -82,7 +82,8 @@ class HotRoutes:
         if not all(parts):  # `{param}` takes one non-empty segment
             return False
         route = self._routes.get((scope["method"], len(parts), parts[2] if len(parts) > 2 else ""))
-        if route is None or _is_merged_stream(scope, parts):
+        # The merged event stream (its answer streams) shares the consume's shape: the app's.
+        if route is None or (len(parts) == 2 and events.is_merged_stream(parts[1], scope["query_string"])):
             return False
         path_params = {"ns": parts[0], "queue": parts[1]}
         if len(parts) == 4:
@@ -171,12 +172,6 @@ def _route_of(app: Starlette, endpoint: Any) -> Route:
         if isinstance(found, Route) and found.endpoint is endpoint:
             return found
     raise LookupError(f"the data app has no route for {endpoint.__name__}")
-
-
-def _is_merged_stream(scope: Scope, parts: list[str]) -> bool:
-    """GET /api/{ns}/events?queues=...: the app's merged event stream (web/events.py), whose answer
-    streams; without `queues` it stays the consume of a queue named "events"."""
-    return parts[1] == "events" and len(parts) == 2 and "queues" in Query(scope["query_string"])
 
 
 def _first_header(scope: Scope, name: bytes) -> str | None:

@@ -10,6 +10,7 @@ next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,6 +27,14 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 
 __all__ = ["EVERY_HTTP_SERVER", "free_port"]
+
+# httpx builds an SSL context for every client, and from a CA file (SSL_CERT_FILE, else certifi's) it
+# parses the whole bundle each time: ~40 ms of CPU per httpx.get(), thousands of times a session. From a
+# CA directory it looks certificates up when a handshake needs one (~2 ms a client), so the session and
+# the servers and programs it starts (they inherit this) read the system's directory where there is one.
+if Path("/etc/ssl/certs").is_dir():
+    os.environ.pop("SSL_CERT_FILE", None)
+    os.environ["SSL_CERT_DIR"] = "/etc/ssl/certs"
 
 # What `lmstfy-py serve --http-server` takes. A test module naming them in its HTTP_SERVERS runs each of
 # its tests that start a server (through `http_server`) under each; the others run under the default.

@@ -197,14 +197,17 @@ def test_log_dir_json_lines_from_every_worker_never_interleave(tmp_path: Path, r
         # Long lines (1 KiB of query) from both workers at once: a torn write would show as a bad line.
         padding = "p" * 1024
 
-        def publish(i: int) -> int:
-            url = f"{server.data_url}/api/many/q{i % 4}"
-            params = {"pad": padding, "token": token}
-            with httpx.Client() as client:
+        # One client for all threads: its 16 connections are spread over both workers by the kernel (a
+        # client per request would spend most of the test building SSL contexts).
+        with httpx.Client(limits=httpx.Limits(max_connections=16)) as client:
+
+            def publish(i: int) -> int:
+                url = f"{server.data_url}/api/many/q{i % 4}"
+                params = {"pad": padding, "token": token}
                 return client.put(url, content=b"x", params=params, headers={"X-Request-ID": f"r-{i}"}).status_code
 
-        with concurrent.futures.ThreadPoolExecutor(16) as pool:
-            assert set(pool.map(publish, range(requests))) == {201}
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                assert set(pool.map(publish, range(requests))) == {201}
         assert wait_until(lambda: (logs / "access.log").read_text().count('"req_id":"r-') == requests, OUTPUT_TIMEOUT)
         assert server.stop(STOP_TIMEOUT) == 0
     access = [json.loads(line) for line in (logs / "access.log").read_text().splitlines()]

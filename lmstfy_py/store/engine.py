@@ -10,7 +10,8 @@ The Engine is the only code that publishes, consumes, ACKs, releases, peeks, pum
 jobs. A pool whose Redis also holds another layout (lmstfy's) is served by an Engine with a
 Layout (store/layout.py) that it consults at a few points; the operations are parted by concern:
 here publish, consume, a job and a queue; the dead letter in dead_letter.py; namespaces, purge,
-the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py.
+the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py; promote
+and the groups in flow.py.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from lmstfy_py.store.engine_base import (
     ttl_seconds,
 )
 from lmstfy_py.store.events import EventOps
+from lmstfy_py.store.flow import FlowOps
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
@@ -64,7 +66,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
+class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:

@@ -125,6 +125,35 @@ def events(ns: str, queue: str) -> str:
     return f"ev/{{{ns}}}/{queue}"
 
 
+# Flow control (SPEC 14): a queue's groups and its due seconds. Lua builds each from the queue's
+# meta key n/{ns}/q by its first letter(s), as it builds job keys (lua/_lib.lua's flow helpers).
+
+
+def group_ready(ns: str, queue: str, group: str) -> str:
+    """A group's ready elements (zset, scored as the priority set)."""
+    return f"gq/{{{ns}}}/{queue}/{group}"
+
+
+def group_ring(ns: str, queue: str) -> str:
+    """The ring of groups holding a deliverable job (zset, score = turn); member "" = the ungrouped jobs' turn."""
+    return f"gr/{{{ns}}}/{queue}"
+
+
+def group_slots(ns: str, queue: str) -> str:
+    """Group -> slots in use (hash; a field is deleted at 0)."""
+    return f"gs/{{{ns}}}/{queue}"
+
+
+def group_ready_since(ns: str, queue: str) -> str:
+    """Grouped ready job id -> ms since when it is ready (zset; stats' count and oldest)."""
+    return f"gy/{{{ns}}}/{queue}"
+
+
+def due_seconds(ns: str, queue: str) -> str:
+    """Due second -> delayed jobs due then (hash; stats' due buckets)."""
+    return f"dd/{{{ns}}}/{queue}"
+
+
 def waiters(ns: str, queue: str, job_id: str) -> str:
     """Must be job()'s key with "rw" for its first letter (lua/_lib.lua builds it so)."""
     return f"rw/{{{ns}}}/{queue}/{job_id}"

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.store.jobstore import JobStore
+from lmstfy_py.types import SettingsChange
 from lmstfy_py.web import outcome_params, params
 from lmstfy_py.web.answers import job_info_json, message, settings_json
 from lmstfy_py.web.middleware import route
@@ -35,7 +36,7 @@ async def change_settings(
 ) -> Response:
     """PUT ...settings?keep=S&events=N: those given, checked whole first (a refused PUT changes nothing)."""
     change = outcome_params.settings_change(query, also_allowed)
-    settings = await store.set_queue_settings(ns, queue, change.keep_s, change.events)
+    settings = await store.set_queue_settings(ns, queue, SettingsChange(keep_s=change.keep_s, events=change.events))
     return JSONResponse(settings_json(ns, queue, settings))
 
 

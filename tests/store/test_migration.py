@@ -30,7 +30,7 @@ from lmstfy_py.store.engine import Engine, EngineObserver
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import DeadLetterHead, Event, Gap, Job, NewJob, QueueSettings, QueueStats
+from lmstfy_py.types import DeadLetterHead, Event, Gap, Job, NewJob, QueueSettings, QueueStats, SettingsChange
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
 
@@ -375,9 +375,9 @@ async def test_ping_answers_only_while_both_pools_answer(migrating: MigrationEng
 # Each operation of the JobStore contract, and the test above that runs it through a migrating pool
 # on jobs of both pools. An operation added to the contract fails the test below until it has one.
 async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
-    await old.set_queue_settings(NS, Q, 99, 7)  # what the old pool alone still says is not the queue's
+    await old.set_queue_settings(NS, Q, SettingsChange(99, 7))  # what the old pool alone still says is not the queue's
     assert await migrating.queue_settings(NS, Q) == QueueSettings(0, 0)
-    assert await migrating.set_queue_settings(NS, Q, 30, None) == QueueSettings(30, 0)
+    assert await migrating.set_queue_settings(NS, Q, SettingsChange(30, None)) == QueueSettings(30, 0)
     assert await old.queue_settings(NS, Q) == QueueSettings(30, 7)
     assert await new.queue_settings(NS, Q) == QueueSettings(30, 0)
 
@@ -385,7 +385,7 @@ async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEn
 async def test_events_are_the_new_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
     with pytest.raises(Conflict, match="events are off for this queue"):
         await migrating.open_events(NS, [Q], "0")
-    await migrating.set_queue_settings(NS, Q, None, 10)
+    await migrating.set_queue_settings(NS, Q, SettingsChange(None, 10))
     await old.publish(NS, Q, NewJob(b"old"))
     fresh = (await migrating.publish(NS, Q, NewJob(b"new"))).job_id
     stream = await migrating.open_events(NS, [Q], "0", idle_s=0.2)
@@ -419,6 +419,12 @@ async def test_complete_and_result_act_where_the_job_lives(
         await migrating.complete(NS, Q, "no-such-job", b"")
     with pytest.raises(NotFound):
         await migrating.result(NS, Q, "no-such-job", 0)
+
+
+async def test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools(migrating: MigrationEngine) -> None:
+    with pytest.raises(NotFound):
+        await migrating.promote(NS, Q, "no-such-job")
+    assert await migrating.groups_in_flight(NS, Q) == 0
 
 
 def plan(name: str, every_s: int = 60) -> Schedule:
@@ -485,6 +491,8 @@ TESTED_BY = {
     "complete": test_complete_and_result_act_where_the_job_lives,
     "open_events": test_events_are_the_new_pools,
     "result": test_complete_and_result_act_where_the_job_lives,
+    "promote": test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools,
+    "groups_in_flight": test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools,
     "put_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedules": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,

@@ -162,5 +162,7 @@ def test_a_rate_delivers_its_burst_at_once_then_at_its_pace(client: httpx.Client
     started = time.monotonic()
     assert len(consume_many(client, "rt", 4)) == 2  # the whole tokens there: the burst
     assert consume(client, "rt") is None  # no token left
+    other = publish(client, "rt2")
+    assert consume(client, "rt,rt2") == other  # a multi-queue consume takes from the others meanwhile
     assert consume(client, "rt", timeout=3) is not None  # held until the next token, 500 ms on
     assert 0.4 <= time.monotonic() - started < 2.0

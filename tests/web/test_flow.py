@@ -117,11 +117,7 @@ async def test_a_bad_group_refuses_every_publish_and_stores_nothing(api: Api) ->
     job_id = await api.publish()
     assert (await api.consume_job())["job_id"] == job_id
     for group in ("", LONG_GROUP, "a b", "a/b", "é", "a,b"):
-        query = {"group": group}
-        published = await api.client.put("/api/ns/q", params=query, content=b"x", headers=api.headers)
-        bulk = await api.client.put("/api/ns/q/bulk", params=query, content=b"[1,2]", headers=api.headers)
-        republished = await api.client.put(f"/api/ns/q/job/{job_id}", params=query, content=b"x", headers=api.headers)
-        for response in (published, bulk, republished):
+        for response in await api.publish_every_way(job_id, group=group):
             assert refusal(response) == (400, {"error": "invalid group"}), group
     assert (await stats(api))["ready"] == 0
     assert (await state(api, job_id))["state"] == "reserved"  # the republish ACKed nothing

@@ -141,9 +141,9 @@ async def test_promote_makes_a_delayed_job_ready_now_keeping_priority_and_group(
     events = await engine.open_events(NS, [Q], "0")
     kinds = []
     async for event in events:
+        kinds.append(getattr(event, "kind", ""))
         if event is None or len(kinds) == 3:
             break
-        kinds.append(getattr(event, "kind", ""))
     assert kinds == ["published", "published", "promoted"]
     await events.aclose()  # type: ignore[attr-defined]
 

@@ -24,7 +24,7 @@ redis.call('ZREM', timer, member)
 push_ready(job, q, tries, id, tonumber(f[3]) or 0, now, f[4], f[5])
 if f[4] and f[5] then
     redis.call('HDEL', job, 'h')
-    groups().slot_freed(q.meta, f[4])
+    fc().slot_freed(q.meta, f[4])
 end
 event(job, 'promoted')
 return {'promoted'}

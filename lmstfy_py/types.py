@@ -47,6 +47,7 @@ class NewJob:
     unique_for_ms: int = 0  # how long the id stays taken after the job ended
     backoff: Backoff | None = None
     keep_s: int | None = None  # seconds its record is kept once it ended; None: the queue's keep, read at publish
+    group: str | None = None  # SPEC 14: its group (validated by the web layer); None: none, never group-limited
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class JobInfo:
     # left, attempts and last_error as at the end, due_ms None.
     result: bytes | None = None  # the complete's body; None for any other end, and while live
     finished_ms: int | None = None  # when it ended (unix ms); None while live
+    group: str | None = None  # SPEC 14: the job's group; None without
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,23 @@ class QueueSettings:
 
     keep_s: int = 0  # 0..2_592_000: seconds an ended job's record is kept (0 = gone at once)
     events: int = 0  # 0..1_000_000: events kept (recorded from stage B on; stored and shown now)
+    # SPEC 14 flow control
+    max_reserved: int = 0  # 0..4_294_967_295: jobs reserved at once at most (0 = unlimited)
+    rate: float = 0.0  # jobs/s delivered at most (0 = off)
+    burst: int | None = None  # the token bucket's size; None: unset, then max(1, ceil(rate))
+    group_concurrency: int = 1  # 1..65535: a group's jobs reserved at once at most
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsChange:
+    """What a settings PUT sets (values validated by the web layer); None: not given, left as it is."""
+
+    keep_s: int | None = None
+    events: int | None = None
+    max_reserved: int | None = None
+    rate: str | None = None  # the validated decimal text as given ("0.5", "10"); "0" = off
+    burst: int | None = None  # 0: unset it (back to the default); 1..1_000_000 set it
+    group_concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +157,25 @@ class Gap:
 
 
 @dataclass(frozen=True, slots=True)
+class DueBuckets:
+    """Delayed jobs by time left until due (SPEC 14), disjoint: <= 60 s, 60 s..1 h, 1 h..24 h, later.
+    They sum to the queue's delayed count (JSON keys "1m", "1h", "1d", "later")."""
+
+    within_1m: int = 0
+    within_1h: int = 0
+    within_1d: int = 0
+    later: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
-    ready: int
+    ready: int  # grouped ready jobs included
     delayed: int
     reserved: int
     dead: int
     paused: bool
+    oldest_ready_ms: int | None = None  # unix ms since when the longest-waiting ready job is ready; None: none
+    due: DueBuckets = DueBuckets()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ The Engine is the only code that publishes, consumes, ACKs, releases, peeks, pum
 jobs. A pool whose Redis also holds another layout (lmstfy's) is served by an Engine with a
 Layout (store/layout.py) that it consults at a few points; the operations are parted by concern:
 here publish, consume, a job and a queue; the dead letter in dead_letter.py; namespaces, purge,
-the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py.
+the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py; promote
+and the groups in flow.py.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from lmstfy_py.store.engine_base import (
     ttl_seconds,
 )
 from lmstfy_py.store.events import EventOps
+from lmstfy_py.store.flow import FlowOps
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.jobdata import decode_data, encode_data
 from lmstfy_py.store.layout import Layout
@@ -64,7 +66,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
+class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:
@@ -118,7 +120,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
         created = now if job.job_id else 0
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
         fields = (data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms)
-        args = contract.PublishArgs(*fields, backoff, keep, (replaces,) if replaces else ())
+        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", (replaces,) if replaces else ())
         return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------
@@ -235,9 +237,11 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
         due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
         answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
-        reserved = step.parse(answers[len(before)])
+        reserved, wake_at = step.parse(answers[len(before)])
         if reserved:
             self.timers.scheduled(due)
+        if wake_at:  # a queue held back by its rate: its wake-up member is on the timer (SPEC 14)
+            await self._scheduled(ns, wake_at)
         return [replies.reserved_job(ns, r) for r in reserved]
 
     async def wait_for_wake(
@@ -353,9 +357,11 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps):
         call_keys = contract.StatsKeys(
             keys.ready(ns, queue), keys.priority(ns, queue), keys.dead(ns, queue), keys.meta(ns, queue)
         )
-        counts = await self.scripts.stats(self.script_client, call_keys, contract.NoArgs())
+        counts = await self.scripts.stats(self.script_client, call_keys, contract.StatsArgs(keys.job(ns, queue, "")))
         ready = counts.ready if self.layout is None else counts.ready + await self.layout.ready_count(ns, queue)
-        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused))
+        due = await self.due_buckets(ns, queue, counts.delayed)
+        oldest = replies.oldest_ready_ms(counts) if ready else None
+        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused), oldest, due)
 
     async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
         """Whether a publish with this job id would be a duplicate here: its job lives, or its unique_for lasts."""

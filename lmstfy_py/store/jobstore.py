@@ -30,6 +30,7 @@ from lmstfy_py.types import (
     QueueSettings,
     QueueStats,
     Released,
+    SettingsChange,
 )
 
 
@@ -91,8 +92,19 @@ class JobStore(Protocol):
     # -- job outcomes (SPEC 13)
     async def queue_settings(self, ns: str, queue: str) -> QueueSettings: ...
 
-    async def set_queue_settings(self, ns: str, queue: str, keep_s: int | None, events: int | None) -> QueueSettings:
-        """Sets those not None (values already validated by the web layer); answers all of them."""
+    async def set_queue_settings(self, ns: str, queue: str, change: SettingsChange) -> QueueSettings:
+        """Sets those given (values already validated by the web layer); answers all of them. A change
+        that lets held jobs go (a limit raised or lifted) wakes the queue's consumers in the same step."""
+        ...
+
+    # -- flow control (SPEC 14)
+    async def promote(self, ns: str, queue: str, job_id: str) -> None:
+        """A delayed job is ready now, as if it had come due (priority and group kept; event `promoted`).
+        NotFound("job not found"); Conflict("job is not delayed") for a ready, reserved or dead job (or a record)."""
+        ...
+
+    async def groups_in_flight(self, ns: str, queue: str) -> int:
+        """How many of the queue's groups have a job reserved (or holding its slot through a release delay)."""
         ...
 
     async def complete(self, ns: str, queue: str, job_id: str, result: bytes) -> None:

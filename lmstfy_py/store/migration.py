@@ -23,13 +23,24 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import astuple
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState
 from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.long_poll import long_poll
-from lmstfy_py.types import DeadLetterHead, DeadPage, Job, JobInfo, NewJob, Published, PusherWait, QueueStats
+from lmstfy_py.types import (
+    DeadLetterHead,
+    DeadPage,
+    DueBuckets,
+    Job,
+    JobInfo,
+    NewJob,
+    Published,
+    PusherWait,
+    QueueStats,
+)
 
 MIGRATION_SLICE_S = 0.5
 P = ParamSpec("P")
@@ -80,12 +91,15 @@ def _united(old: list[str], new: list[str]) -> list[str]:
 
 
 def _added_up(old: QueueStats, new: QueueStats) -> QueueStats:
+    ready_since = [ms for ms in (old.oldest_ready_ms, new.oldest_ready_ms) if ms is not None]
     return QueueStats(
         old.ready + new.ready,
         old.delayed + new.delayed,
         old.reserved + new.reserved,
         old.dead + new.dead,
         old.paused or new.paused,
+        min(ready_since, default=None),
+        DueBuckets(*(a + b for a, b in zip(astuple(old.due), astuple(new.due), strict=True))),
     )
 
 
@@ -115,6 +129,7 @@ class MigrationEngine:
     delete_dead_one = _where_it_lives(Engine.delete_dead_one)
     complete = _where_it_lives(Engine.complete)
     result = _where_it_lives(Engine.result)
+    promote = _where_it_lives(Engine.promote)
     # Both pools. A job lives in one only: the counts add up.
     ack = _both(Engine.ack, operator.or_)
     ack_many = _both(Engine.ack_many, operator.add)
@@ -139,6 +154,8 @@ class MigrationEngine:
     # Events: the new pool's log, where new jobs are published and every job ends up (a job still in
     # the old pool records its changes in the old pool's log, which the migration drops).
     open_events = _in_new(Engine.open_events)
+    # Groups: new jobs (the only ones with a group) are published to the new pool.
+    groups_in_flight = _in_new(Engine.groups_in_flight)
 
     async def _old_then_new(self, limit: int, call: Callable[[Engine, int], Awaitable[list[T]]]) -> list[T]:
         found = await call(self.old, limit)

@@ -18,24 +18,35 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, replies
 from lmstfy_py.store.contracts import jobs as contract
 from lmstfy_py.store.engine_base import EngineBase, as_int, now_ms
-from lmstfy_py.types import JobInfo, JobStateName, QueueSettings
+from lmstfy_py.types import JobInfo, JobStateName, QueueSettings, SettingsChange
 
 ENDED: frozenset[JobStateName] = frozenset({"completed", "dead", "expired", "deleted"})
 RECHECK_S = 1.0  # a waiter reads its job again this often, in case its end was told while nobody listened
 TOLD_S = 1.0  # how long a waiter that finds its job gone waits for the news of its end
+# A queue's settings, as the settings hash names its fields (keys.settings), in QueueSettings' order.
+SETTING_FIELDS = ("keep", "events", "max_reserved", "rate", "burst", "group_concurrency")
 MARKER_MARGIN_MS = 5000  # a waiter's counter outlives its wait by this much (it is decremented when it leaves)
 
 
 class OutcomeOps(EngineBase):
     async def queue_settings(self, ns: str, queue: str) -> QueueSettings:
-        keep, events = await self.redis.hmget(keys.settings(ns, queue), ["keep", "events"])
-        return QueueSettings(as_int(keep) or 0, as_int(events) or 0)
+        found = await self.redis.hmget(keys.settings(ns, queue), list(SETTING_FIELDS))
+        keep, events, max_reserved, rate, burst, group_concurrency = found
+        return QueueSettings(
+            as_int(keep) or 0,
+            as_int(events) or 0,
+            as_int(max_reserved) or 0,
+            float(rate) if rate else 0.0,
+            as_int(burst) or None,
+            as_int(group_concurrency) or 1,
+        )
 
-    async def set_queue_settings(self, ns: str, queue: str, keep_s: int | None, events: int | None) -> QueueSettings:
-        """Sets those not None (values already validated by the web layer); answers all of them."""
+    async def set_queue_settings(self, ns: str, queue: str, change: SettingsChange) -> QueueSettings:
+        """Sets those given (values already validated by the web layer); answers all of them."""
+        given = (change.keep_s, change.events, change.max_reserved, change.rate, change.burst, change.group_concurrency)
         changes = [
             part
-            for name, value in (("keep", keep_s), ("events", events))
+            for name, value in zip(SETTING_FIELDS, given, strict=True)
             if value is not None
             for part in (name, value)
         ]

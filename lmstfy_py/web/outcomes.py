@@ -33,9 +33,8 @@ async def show_settings(store: JobStore, ns: str, queue: str) -> Response:
 async def change_settings(
     store: JobStore, ns: str, queue: str, query: QueryParams, also_allowed: Collection[str]
 ) -> Response:
-    """PUT ...settings?keep=S&events=N: those given, checked whole first (a refused PUT changes nothing)."""
-    change = outcome_params.settings_change(query, also_allowed)
-    settings = await store.set_queue_settings(ns, queue, change.keep_s, change.events)
+    """PUT ...settings?keep=S&rate=R...: those given, checked whole first (a refused PUT changes nothing)."""
+    settings = await store.set_queue_settings(ns, queue, outcome_params.settings_change(query, also_allowed))
     return JSONResponse(settings_json(ns, queue, settings))
 
 

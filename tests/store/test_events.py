@@ -20,7 +20,7 @@ from lmstfy_py.store import event_tail, keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
-from lmstfy_py.types import Event, Gap, NewJob
+from lmstfy_py.types import Event, Gap, NewJob, SettingsChange
 
 NS, Q = "ns1", "q1"
 Item = Event | Gap | None
@@ -28,7 +28,7 @@ Item = Event | Gap | None
 
 async def events_on(engine: Engine, most: int = 1000, *queues: str) -> None:
     for queue in queues or (Q,):
-        await engine.set_queue_settings(NS, queue, None, most)
+        await engine.set_queue_settings(NS, queue, SettingsChange(None, most))
 
 
 async def drain(stream: AsyncIterator[Item], until_idle: bool = True) -> list[Event | Gap]:
@@ -134,9 +134,9 @@ async def test_exactly_the_last_n_kept_lowering_trims_and_zero_drops(engine: Eng
     await events_on(engine, 5)
     ids = [(await engine.publish(NS, Q, NewJob(b"x"))).job_id for _ in range(8)]
     assert [e["job_id"] for e in await kept(engine)] == ids[-5:]
-    await engine.set_queue_settings(NS, Q, None, 2)
+    await engine.set_queue_settings(NS, Q, SettingsChange(None, 2))
     assert [e["job_id"] for e in await kept(engine)] == ids[-2:]
-    await engine.set_queue_settings(NS, Q, None, 0)
+    await engine.set_queue_settings(NS, Q, SettingsChange(None, 0))
     assert await engine.redis.exists(keys.events(NS, Q)) == 0
     await engine.publish(NS, Q, NewJob(b"x"))
     assert await engine.redis.exists(keys.events(NS, Q)) == 0

@@ -24,7 +24,7 @@ from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.lmstfy_format import LmstfyLayout, LmstfyMover
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Event, Job, NewJob
+from lmstfy_py.types import Event, Job, NewJob, SettingsChange
 from tests.fixtures.lmstfy_layout import TIMER_SET, LmstfyPool, dead_key, job_key, ready_key
 
 NS = "shop"
@@ -265,7 +265,7 @@ async def test_complete_through_lmstfy_py_of_a_job_lmstfy_delivered_is_an_ack(
     store: Engine, lmstfy: LmstfyPool, mover: LmstfyMover
 ) -> None:
     taken = delivered_by_lmstfy(lmstfy)
-    await store.set_queue_settings(NS, "q", 60, None)
+    await store.set_queue_settings(NS, "q", SettingsChange(60, None))
     await store.complete(NS, "q", taken, b"result")
     assert lmstfy.client.exists(job_key(NS, "q", taken)) == 0
     with pytest.raises(NotFound):  # it had no keep: no record
@@ -407,7 +407,7 @@ def test_the_spellings_of_lmstfys_keys_agree_with_the_fixtures() -> None:
 async def test_a_job_records_events_from_the_consume_that_moves_it_into_our_layout(
     store: Engine, lmstfy: LmstfyPool
 ) -> None:
-    await store.set_queue_settings(NS, "q", None, 100)
+    await store.set_queue_settings(NS, "q", SettingsChange(None, 100))
     old = lmstfy.publish(NS, "q", b"from lmstfy")  # lmstfy's own step: no event
     [job] = await consume_all(store, ["q"])
     assert await store.ack(NS, "q", job.job_id)

@@ -14,6 +14,7 @@ import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -26,11 +27,21 @@ from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.schedules import Schedule
 from lmstfy_py.store import keys, migration, pools
-from lmstfy_py.store.engine import Engine, EngineObserver
+from lmstfy_py.store.engine import Engine, EngineObserver, now_ms
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import DeadLetterHead, Event, Gap, Job, NewJob, QueueSettings, QueueStats
+from lmstfy_py.types import (
+    DeadLetterHead,
+    DueBuckets,
+    Event,
+    Gap,
+    Job,
+    NewJob,
+    QueueSettings,
+    QueueStats,
+    SettingsChange,
+)
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
 
@@ -310,10 +321,15 @@ async def test_the_worker_verbs_act_where_the_job_lives(migrating: MigrationEngi
 
 
 async def test_stats_add_up_and_pause_acts_on_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    first = now_ms()
     await old.publish(NS, Q, NewJob(b"old"))
     await migrating.publish(NS, Q, NewJob(b"new"))
     await migrating.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
-    assert await migrating.stats(NS, Q) == QueueStats(ready=2, delayed=1, reserved=0, dead=0, paused=False)
+    # SPEC 14's fields too: the older pool's ready job is the oldest; the delayed one is due within 1 min.
+    oldest = (await old.stats(NS, Q)).oldest_ready_ms
+    assert oldest is not None and first <= oldest <= now_ms()
+    counts = QueueStats(ready=2, delayed=1, reserved=0, dead=0, paused=False)
+    assert await migrating.stats(NS, Q) == replace(counts, oldest_ready_ms=oldest, due=DueBuckets(within_1m=1))
     await migrating.pause(NS, Q, True)
     assert (await old.stats(NS, Q)).paused and (await new.stats(NS, Q)).paused
     assert await consume_one(migrating) is None
@@ -375,9 +391,9 @@ async def test_ping_answers_only_while_both_pools_answer(migrating: MigrationEng
 # Each operation of the JobStore contract, and the test above that runs it through a migrating pool
 # on jobs of both pools. An operation added to the contract fails the test below until it has one.
 async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
-    await old.set_queue_settings(NS, Q, 99, 7)  # what the old pool alone still says is not the queue's
+    await old.set_queue_settings(NS, Q, SettingsChange(99, 7))  # what the old pool alone still says is not the queue's
     assert await migrating.queue_settings(NS, Q) == QueueSettings(0, 0)
-    assert await migrating.set_queue_settings(NS, Q, 30, None) == QueueSettings(30, 0)
+    assert await migrating.set_queue_settings(NS, Q, SettingsChange(30, None)) == QueueSettings(30, 0)
     assert await old.queue_settings(NS, Q) == QueueSettings(30, 7)
     assert await new.queue_settings(NS, Q) == QueueSettings(30, 0)
 
@@ -385,7 +401,7 @@ async def test_settings_are_the_new_pools_and_set_on_both(migrating: MigrationEn
 async def test_events_are_the_new_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
     with pytest.raises(Conflict, match="events are off for this queue"):
         await migrating.open_events(NS, [Q], "0")
-    await migrating.set_queue_settings(NS, Q, None, 10)
+    await migrating.set_queue_settings(NS, Q, SettingsChange(None, 10))
     await old.publish(NS, Q, NewJob(b"old"))
     fresh = (await migrating.publish(NS, Q, NewJob(b"new"))).job_id
     stream = await migrating.open_events(NS, [Q], "0", idle_s=0.2)
@@ -419,6 +435,12 @@ async def test_complete_and_result_act_where_the_job_lives(
         await migrating.complete(NS, Q, "no-such-job", b"")
     with pytest.raises(NotFound):
         await migrating.result(NS, Q, "no-such-job", 0)
+
+
+async def test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools(migrating: MigrationEngine) -> None:
+    with pytest.raises(NotFound):
+        await migrating.promote(NS, Q, "no-such-job")
+    assert await migrating.groups_in_flight(NS, Q) == 0
 
 
 def plan(name: str, every_s: int = 60) -> Schedule:
@@ -485,6 +507,8 @@ TESTED_BY = {
     "complete": test_complete_and_result_act_where_the_job_lives,
     "open_events": test_events_are_the_new_pools,
     "result": test_complete_and_result_act_where_the_job_lives,
+    "promote": test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools,
+    "groups_in_flight": test_promote_acts_where_the_job_lives_and_groups_are_the_new_pools,
     "put_schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedules": test_schedules_are_registered_in_the_new_pool_and_found_in_either,
     "schedule": test_schedules_are_registered_in_the_new_pool_and_found_in_either,

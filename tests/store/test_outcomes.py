@@ -16,7 +16,7 @@ from lmstfy_py.store import keys, pools, schedule_ops
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
-from lmstfy_py.types import JobInfo, NewJob, QueueSettings
+from lmstfy_py.types import JobInfo, NewJob, QueueSettings, SettingsChange
 
 NS, Q = "ns1", "q1"
 
@@ -36,9 +36,9 @@ def assert_record(info: JobInfo, state: str, keep_s: int, body: bytes, result: b
 
 async def test_settings_round_trip_need_no_job_and_survive_destroy(engine: Engine) -> None:
     assert await engine.queue_settings(NS, Q) == QueueSettings(0, 0)
-    assert await engine.set_queue_settings(NS, Q, 60, None) == QueueSettings(60, 0)
-    assert await engine.set_queue_settings(NS, Q, None, 500) == QueueSettings(60, 500)
-    assert await engine.set_queue_settings(NS, Q, None, None) == QueueSettings(60, 500)
+    assert await engine.set_queue_settings(NS, Q, SettingsChange(60, None)) == QueueSettings(60, 0)
+    assert await engine.set_queue_settings(NS, Q, SettingsChange(None, 500)) == QueueSettings(60, 500)
+    assert await engine.set_queue_settings(NS, Q, SettingsChange(None, None)) == QueueSettings(60, 500)
     await engine.publish(NS, Q, NewJob(b"x"))
     assert await engine.destroy(NS, Q) == 1
     assert await engine.queue_settings(NS, Q) == QueueSettings(60, 500)
@@ -60,9 +60,9 @@ async def test_complete_keeps_the_result_for_the_keep(engine: Engine) -> None:
 
 
 async def test_keep_from_the_queue_setting_read_at_publish(engine: Engine) -> None:
-    await engine.set_queue_settings(NS, Q, 20, None)
+    await engine.set_queue_settings(NS, Q, SettingsChange(20, None))
     kept = await reserved(engine, NewJob(b"a"))
-    await engine.set_queue_settings(NS, Q, 0, None)
+    await engine.set_queue_settings(NS, Q, SettingsChange(0, None))
     gone = await reserved(engine, NewJob(b"b"))
     overridden = await reserved(engine, NewJob(b"c", keep_s=40))
     assert await engine.ack_many(NS, Q, [kept, gone, overridden]) == 3
@@ -111,7 +111,7 @@ async def test_deleted_records_of_dead_and_destroyed_jobs(engine: Engine) -> Non
 
 
 async def test_a_recurring_jobs_fire_takes_the_queues_keep(engine: Engine) -> None:
-    await engine.set_queue_settings(NS, Q, 30, None)
+    await engine.set_queue_settings(NS, Q, SettingsChange(30, None))
     plan = Schedule("s", Q, None, 60, "UTC", b"cron", 3_600_000, 1, 0, "one")
     _, first = await schedule_ops.put(engine, NS, plan, now_ms())
     await Scheduler(engine, lambda: first).tick()
@@ -291,7 +291,7 @@ async def test_waiters_are_told_again_after_a_redis_restart(redis_server: RedisP
 async def test_results_on_a_sentinel_pool(sentinel_config: PoolConfig) -> None:
     engine = pools.engine("default", sentinel_config)
     try:
-        await engine.set_queue_settings(NS, Q, 30, None)
+        await engine.set_queue_settings(NS, Q, SettingsChange(30, None))
         assert await completed_while_waited(engine, Q) < 0.5
     finally:
         await engine.close()

@@ -25,7 +25,7 @@ from lmstfy_py.admin.rates import EXPIRE_S, RateCounter, Rates, RateStore
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.schedules import Schedule
-from lmstfy_py.types import Backoff, NewJob
+from lmstfy_py.types import Backoff, NewJob, SettingsChange
 from lmstfy_py.web import create_admin_app
 from lmstfy_py.web.dashboard import charts, display
 from lmstfy_py.web.dashboard import cron as cron_page
@@ -735,6 +735,6 @@ async def test_the_queue_page_tails_events_on_the_admin_twin_only_when_they_are_
 ) -> None:
     off = (await admin.get("/ui/queue/ns/q")).text
     assert 'id="event-tail"' not in off and "Events are off for this queue" in off
-    await runtime.pools.get("default").set_queue_settings("ns", "q", None, 500)
+    await runtime.pools.get("default").set_queue_settings("ns", "q", SettingsChange(None, 500))
     on = (await admin.get("/ui/queue/ns/q")).text
     assert 'data-events-url="/queues/ns/q/events?pool=default"' in on and "keeps its last 500" in on

@@ -43,6 +43,7 @@ class PublishArgs(NamedTuple):
     unique_for: int
     backoff: str
     keep: Arg
+    group: str
     replaces: tuple[str, ...]
 
 
@@ -75,8 +76,18 @@ class Reserved(NamedTuple):
 
 _reserved = rows(Reserved._make, len(Reserved._fields))
 
-RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserved)
-LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserved)
+
+class ReserveReply(NamedTuple):
+    jobs: list[Reserved]
+    wake_at: int  # when a queue held back by its rate has its next token (ms; 0: none)
+
+
+def _reserve_reply(reply: list[Any]) -> ReserveReply:
+    return ReserveReply(_reserved(reply[0]), int(reply[1]))
+
+
+RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserve_reply)
+LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserve_reply)
 
 
 class AckKeys(NamedTuple):
@@ -265,6 +276,7 @@ class JobState(NamedTuple):
     due: Any
     result: Any
     finished: Any
+    group: Any
 
 
 JOB_STATE = store_step("job_state", VerbKeys, JobStateArgs, optional(JobState._make))
@@ -277,15 +289,47 @@ class StatsKeys(NamedTuple):
     meta: str
 
 
+class StatsArgs(NamedTuple):
+    prefix: str
+
+
+class ReadySince(NamedTuple):
+    """A ready job that may be the queue's longest-waiting (stats.lua's candidates)."""
+
+    job_id: bytes
+    since: Any  # field y: when it became ready after its publish; None: at its publish
+    created: Any  # field c; None: its id tells
+
+
 class Counts(NamedTuple):
     ready: int
     delayed: int
     reserved: int
     dead: int
     paused: int
+    grouped_since: Any  # the oldest grouped ready job's ready-since ms; None: none
+    candidates: list[ReadySince]
 
 
-STATS = store_step("stats", StatsKeys, NoArgs, Counts._make)
+def _counts(reply: list[Any]) -> Counts:
+    ready, delayed, reserved, dead, paused, grouped_since, candidates = reply
+    return Counts(ready, delayed, reserved, dead, paused, grouped_since, _ready_since(candidates))
+
+
+_ready_since = rows(ReadySince._make, len(ReadySince._fields))
+
+
+STATS = store_step("stats", StatsKeys, StatsArgs, _counts)
+
+
+class PromoteArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+
+
+PROMOTE = store_step("promote", ReleaseKeys, PromoteArgs, _outcome)  # a release's keys: the job's and its queue's
 
 
 class PauseKeys(NamedTuple):
@@ -302,4 +346,4 @@ class PauseArgs(NamedTuple):
 PAUSE = store_step("pause", PauseKeys, PauseArgs, int)
 
 
-ReserveStep = Step[ReserveKeys, ReserveArgs, list[Reserved]]
+ReserveStep = Step[ReserveKeys, ReserveArgs, ReserveReply]

@@ -7,11 +7,13 @@
 -- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
--- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13).
+-- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1
+-- while a grouped job holds its group's slot on the timer, y ms since when it is ready (when
+-- later than its publish) (SPEC 14; see fc()).
 -- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
 -- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
--- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
--- counter), paused ("1" while paused).
+-- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's and the
+-- groups' FIFO counter), paused ("1" while paused), gseq (the group ring's last turn).
 
 local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
 
@@ -89,20 +91,13 @@ local function pack_member(ns, q, tries, id, reserved)
     return member
 end
 
--- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), and whether
--- it is an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl).
+-- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), whether it is
+-- an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl), and whether it
+-- is a queue's wake-up ('W' after it, id "": its rate's next token is there, see fc()).
 local function unpack_member(member)
     local ns, q, tries, id, after = struct.unpack('<Hc0Hc0HHc0', member)
     local suffix = string.sub(member, after, after)
-    return ns, q, tries, id, suffix == 'X', suffix == 'E'
-end
-
--- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
--- not in them.
-local function count(meta, field, delta)
-    if redis.call('HINCRBY', meta, field, delta) < 0 then
-        redis.call('HSET', meta, field, 0)
-    end
+    return ns, q, tries, id, suffix == 'X', suffix == 'E', suffix == 'W'
 end
 
 local function paused(meta)
@@ -117,10 +112,59 @@ local function ensure_wake(wake_key)
     end
 end
 
+-- A queue's settings (SPEC 13, 14) from its settings hash qc/{ns}/q, read ONCE per queue per step
+-- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: event() (events),
+-- reserve_from_queue and count() (max_reserved, rate), the groups (group_concurrency). A queue with
+-- none set costs that one read, as `events` alone did before. The bucket's state (burst, bt, bts)
+-- is read only for a queue with a rate (fc().tokens). STEP caches what one step reads once: each
+-- queue's settings (by base) and the clock (STEP.ts, see write_event). Every top-level local of
+-- this library costs every call of every step (closures, upvalues): flow control adds only
+-- STEP's use, settings_of, undelayed and fc.
+local STEP = {}
+
+-- Flow control's helpers (SPEC 14: limits and groups), made only by a step that meets a limited
+-- queue or a grouped job (as outcomes()); defined below reserve_element, which they use.
+local fc
+
+local function settings_of(base)
+    local s = STEP[base]
+    if s == nil then
+        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency')
+        s = {events = tonumber(f[1]) or 0, max_reserved = tonumber(f[2]) or 0, rate = tonumber(f[3]) or 0,
+            group_concurrency = tonumber(f[4]) or 1}
+        STEP[base] = s
+    end
+    return s
+end
+
+-- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
+-- not in them. A reserved slot freed (X down) wakes a consume of a queue with max_reserved that
+-- holds ready jobs: a consume held back by the limit deleted the wake token (reserve_from_queue).
+local function count(meta, field, delta)
+    if redis.call('HINCRBY', meta, field, delta) < 0 then
+        redis.call('HSET', meta, field, 0)
+    end
+    if field == 'X' and delta < 0 then
+        local base = string.sub(meta, 3)
+        if settings_of(base).max_reserved > 0 and not paused(meta) and fc().has_ready(base) then
+            ensure_wake('w/' .. base)
+        end
+    end
+end
+
+
 -- Makes a job ready: into its queue's ready list (priority 0, lmstfy's layout), or by priority
 -- into the queue's priority set, FIFO among equal priorities; wakes a long-poll unless paused.
+-- `since` (ms): when it becomes ready later than its publish (due, release, ttr, promote,
+-- respawn), kept as field y for stats' oldest_ready_ms; nil at publish (its creation tells).
+-- A job of a `group` (false/nil: none) goes to its group instead (fc().push; `front`: a
+-- release or ttr making it ready again, ahead of its group's others).
 -- q = {ready, prio, wake, meta}
-local function push_ready(job_key, q, tries, id, priority)
+local function push_ready(job_key, q, tries, id, priority, since, group, front)
+    if group then
+        fc().push(job_key, q, tries, id, priority, since, group, front)
+        return
+    end
     local element = pack_element(tries, id)
     if priority > 0 then
         local seq = redis.call('HINCRBY', q.meta, 'seq', 1)
@@ -128,17 +172,35 @@ local function push_ready(job_key, q, tries, id, priority)
     else
         redis.call('LPUSH', q.ready, element)
     end
-    redis.call('HSET', job_key, 's', 'R', 't', tries)
+    if since then
+        redis.call('HSET', job_key, 's', 'R', 't', tries, 'y', since)
+    else
+        redis.call('HSET', job_key, 's', 'R', 't', tries)
+    end
     if not paused(q.meta) then
         ensure_wake(q.wake)
     end
 end
 
--- Puts a job on the timer as delayed until due (ms).
+-- Puts a job on the timer as delayed until due (ms). The queue's delayed jobs are also counted by
+-- due second (hash dd/{ns}/q, built from its meta key n/{ns}/q), wherever the meta's T count
+-- changes (here and undelayed), for stats' due buckets.
 local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
     redis.call('ZADD', timer, due, pack_member(ns, qname, tries, id, false))
     redis.call('HSET', job_key, 's', 'T', 't', tries)
     count(meta, 'T', 1)
+    redis.call('HINCRBY', 'dd/' .. string.sub(meta, 3), math.floor(due / 1000), 1)
+end
+
+-- A delayed job's member (due at `due` ms; nil: unknown) left the timer: its counts go.
+local function undelayed(meta, due)
+    count(meta, 'T', -1)
+    if due then
+        local key, second = 'dd/' .. string.sub(meta, 3), math.floor(tonumber(due) / 1000)
+        if redis.call('HINCRBY', key, second, -1) <= 0 then
+            redis.call('HDEL', key, second)
+        end
+    end
 end
 
 -- Whether a job's state (field s) is a record's: the job ended and is only kept (SPEC 13).
@@ -148,11 +210,13 @@ end
 
 -- A live job's ttl left (ms, PTTL's: -1 forever) given its keep (field K): a job with a keep
 -- and a ttl lives its keep longer (set_ttl); a record's is its keep left.
-local function ttl_left(job_key, keep, record)
+-- A grouped job's hash outlives its ttl by 60 s (set_ttl; pump.lua's expire): a literal in each,
+-- as a constant here would cost every step an upvalue.
+local function ttl_left(job_key, keep, record, grouped)
     local pttl = redis.call('PTTL', job_key)
-    keep = tonumber(keep) or 0
-    if keep > 0 and pttl > 0 and not record then
-        return math.max(pttl - keep * 1000, 1)
+    local extra = (tonumber(keep) or 0) * 1000 + (grouped and 60000 or 0)
+    if extra > 0 and pttl > 0 and not record then
+        return math.max(pttl - extra, 1)
     end
     return pttl
 end
@@ -172,7 +236,7 @@ local function outcomes()
 
     -- One job's fields as job_state.lua answers them (see there), false where absent.
     function o.state_reply(job_key, timer, ns, qname, id)
-        local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K')
+        local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K', 'g')
         if not f[1] then
             return nil
         end
@@ -180,10 +244,10 @@ local function outcomes()
         if f[3] == 'T' or f[3] == 'X' then
             due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
         end
-        local pttl = ttl_left(job_key, f[12], is_record(f[3]))
+        local pttl = ttl_left(job_key, f[12], is_record(f[3]), f[13])
         return {read_data(job_key, f[1], f[9]), pttl, tonumber(f[2]), f[3] or false,
             f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
-            f[11] or false}
+            f[11] or false, f[13] or false}
     end
 
     -- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose
@@ -219,16 +283,15 @@ end
 -- An entry's id is "<seq>-0", seq counting the queue's events (field eseq of its settings: ids
 -- stay consecutive, so a reader knows exactly how many were trimmed); its fields: k the kind, e
 -- the JSON object the event stream sends as it is. A step reads each queue's setting once
--- (EVENTS) and the clock once (EVENTS.ts): with events off, that HGET is all it costs.
-local EVENTS = {}
+-- (settings_of) and the clock once (STEP.ts): with events off, that read is all it costs.
 
 local function write_event(base, most, kind, qname, id, attempt, reason, priority)
     local seq = redis.call('HINCRBY', 'qc/' .. base, 'eseq', 1)
-    local ts = EVENTS.ts
+    local ts = STEP.ts
     if not ts then
         local t = redis.call('TIME')
         ts = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        EVENTS.ts = ts
+        STEP.ts = ts
     end
     local json = '{"kind":"' .. kind .. '","job_id":' .. cjson.encode(id) .. ',"queue":' .. cjson.encode(qname)
         .. ',"ts_ms":' .. ts .. ',"attempt":' .. attempt
@@ -245,11 +308,7 @@ end
 local function event(job_key, kind, reason, priority, attempt)
     local tag, qname, id = string.match(job_key, '^j/({[^}]*})/([^/]*)/(.*)$')
     local base = tag .. '/' .. qname
-    local most = EVENTS[base]
-    if most == nil then
-        most = tonumber(redis.call('HGET', 'qc/' .. base, 'events')) or 0
-        EVENTS[base] = most
-    end
+    local most = settings_of(base).events
     if most > 0 then
         attempt = attempt or tonumber(redis.call('HGET', job_key, 'a')) or 0
         write_event(base, most, kind, qname, id, attempt, reason, priority)
@@ -258,18 +317,20 @@ end
 
 -- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
 -- expires then, as lmstfy's. With a keep (s) it lives that much longer, and its expiry member on
--- the timer has the pump end it then as expired, leaving its record (pump.lua). Returns whether
--- it made an expiry member.
-local function set_ttl(job_key, id, ttl, keep)
+-- the timer has the pump end it then as expired, leaving its record (pump.lua). A grouped job
+-- too, its hash living 60 s longer: a hash that vanished by PEXPIRE would leave its
+-- group's slot or ready element behind; the pump ends it through remove_job, which frees them.
+-- Returns whether it made an expiry member.
+local function set_ttl(job_key, id, ttl, keep, grouped)
     keep = tonumber(keep) or 0
     if ttl <= 0 then
         return false
     end
-    if keep <= 0 then
+    if keep <= 0 and not grouped then
         redis.call('PEXPIRE', job_key, ttl)
         return false
     end
-    redis.call('PEXPIRE', job_key, ttl + keep * 1000)
+    redis.call('PEXPIRE', job_key, ttl + keep * 1000 + (grouped and 60000 or 0))
     local o = outcomes()
     local timer, member = o.expiry_member(job_key, id)
     redis.call('ZADD', timer, o.now_ms() + ttl, member)
@@ -318,10 +379,13 @@ end
 -- its id stays taken. `now` may be nil (the step has no clock argument): Redis's TIME then.
 local ENDS = {C = 'completed', E = 'expired', L = 'deleted'}
 
-local function finish(job_key, id, final, now, result, keep, unique_for)
+local function finish(job_key, id, final, now, result, keep, unique_for, grouped)
     keep = tonumber(keep) or 0
     event(job_key, ENDS[final])
     local waiting = waited_for(job_key)
+    if grouped and keep <= 0 then -- its expiry member (set_ttl) goes with it
+        redis.call('ZREM', outcomes().expiry_member(job_key, id))
+    end
     if keep <= 0 and not waiting then -- lmstfy's end: gone at once
         redis.call('DEL', job_key)
         ended(job_key, unique_for)
@@ -348,7 +412,7 @@ end
 -- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
 -- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
 -- created (ms; 0: the job id tells, no field c is kept), priority, unique_for (ms), backoff
--- ("base:max" or ""), keep (s; "" = the queue's setting)}. Returns 1 (2: it has an expiry
+-- ("base:max" or ""), keep (s; "" = the queue's setting), group (nil: none)}. Returns 1 (2: it has an expiry
 -- member on the timer, see set_ttl), or 0 when a job with this id is alive in the queue or its
 -- id is still taken (unique_for): nothing is stored. A record of an ended job with this id is
 -- replaced (it holds no id).
@@ -373,6 +437,10 @@ local function create_job(j, q, ns, qname, id, new)
         fields[#fields + 1] = 'c'
         fields[#fields + 1] = new.created
     end
+    if new.group then
+        fields[#fields + 1] = 'g'
+        fields[#fields + 1] = new.group
+    end
     redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)
@@ -380,7 +448,7 @@ local function create_job(j, q, ns, qname, id, new)
     if new.backoff ~= '' then
         redis.call('HSET', j.key, 'b', new.backoff)
     end
-    local expires = set_ttl(j.key, id, new.ttl, keep)
+    local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
     if new.unique_for > 0 then
         redis.call('HSET', j.key, 'u', new.unique_for)
         if new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
@@ -391,7 +459,7 @@ local function create_job(j, q, ns, qname, id, new)
     if new.due > 0 then
         push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due)
     else
-        push_ready(j.key, q, new.tries, id, new.priority)
+        push_ready(j.key, q, new.tries, id, new.priority, nil, new.group)
     end
     event(j.key, 'published', nil, new.priority, 0)
     return expires and 2 or 1
@@ -404,7 +472,7 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K', 'g')
     if not fields[1] or is_record(fields[4]) then -- expired, or ended and kept: a stale element
         return false
     end
@@ -418,24 +486,256 @@ local function reserve_element(r, qname, q, element)
     out[base + 1] = qname
     out[base + 2] = id
     out[base + 3] = read_data(job, fields[1], fields[3])
-    out[base + 4] = ttl_left(job, fields[5])
+    out[base + 4] = ttl_left(job, fields[5], false, fields[6])
     out[base + 5] = remain
     out[base + 6] = attempts
     out[base + 7] = fields[2] or false
     return true
 end
 
+-- Groups (SPEC 14). A grouped job (field g) ready waits in its group's zset gq/{ns}/q/<group>,
+-- scored as the priority set (priority first, then the order it became ready; a release or ttr
+-- puts it ahead of the group's first), its id in gy/{ns}/q scored by when it became ready. The
+-- ring gr/{ns}/q holds the groups with a deliverable job (a ready one and a free slot), scored by
+-- turn (meta field gseq); member "" is the turn of the ungrouped jobs (ready list and priority
+-- set), put in by a reserve while the ring exists. gs/{ns}/q counts each group's slots in use: a
+-- reserved job, or one holding its slot on the timer through a release delay or backoff (field
+-- h). Every key is built from the queue's base "{ns}/q"; each goes when empty (a field at 0).
+-- The limits: max_reserved: the meta hash's X count is the slots in use. The rate's
+-- token bucket lives in the settings hash: bt tokens (absent: full), bts when they were counted
+-- (ms, Redis's clock); refilled at rate/s up to burst (absent: max(1, ceil(rate))), one token per
+-- delivered job. A queue held back by a limit gets no wake token back: count() wakes it when a slot
+-- is freed; for the rate, one wake-up member (its timer member with id "" and 'W' after it) is
+-- put on the timer at the next whole token, and the reserve tells the Engine when (r.wake_at) so
+-- the pump is woken then; the pump, meeting it, wakes the queue (pump.lua).
+fc = function()
+    local g = STEP.fc -- built once per step
+    if g then
+        return g
+    end
+    g = {}
+    STEP.fc = g
+    local EPSILON = 1e-9 -- a float refill that should make a whole token makes one
+    g.EPSILON = EPSILON
+
+    -- Whether a queue (its base "{ns}/q") holds a deliverable job: its ready list, priority set, or
+    -- a group in its ring.
+    function g.has_ready(base)
+        return redis.call('LLEN', 'r/' .. base) > 0 or redis.call('EXISTS', 'rp/' .. base) == 1
+            or redis.call('EXISTS', 'gr/' .. base) == 1
+    end
+
+    -- `member` gets a turn at the ring's tail, unless it has one.
+    function g.enqueue(base, meta, member)
+        local ring = 'gr/' .. base
+        if not redis.call('ZSCORE', ring, member) then
+            redis.call('ZADD', ring, redis.call('HINCRBY', meta, 'gseq', 1), member)
+        end
+    end
+
+    -- The group gets a turn when it holds a ready job and a free slot.
+    function g.reopen(base, meta, group)
+        local used = tonumber(redis.call('HGET', 'gs/' .. base, group)) or 0
+        if used < settings_of(base).group_concurrency and redis.call('EXISTS', 'gq/' .. base .. '/' .. group) == 1 then
+            g.enqueue(base, meta, group)
+        end
+    end
+
+    function g.push(job_key, q, tries, id, priority, since, group, front)
+        local base = string.sub(q.meta, 3)
+        local queued = 'gq/' .. base .. '/' .. group
+        local score
+        if front then
+            local first = redis.call('ZRANGE', queued, 0, 0, 'WITHSCORES')[2]
+            score = first and tonumber(first) - 1
+        end
+        if not score then
+            score = (256 - priority) * PRIORITY_STEP + redis.call('HINCRBY', q.meta, 'seq', 1)
+        end
+        redis.call('ZADD', queued, score, pack_element(tries, id))
+        redis.call('ZADD', 'gy/' .. base, since or outcomes().now_ms(), id)
+        redis.call('HSET', job_key, 's', 'R', 't', tries)
+        g.reopen(base, q.meta, group)
+        if not paused(q.meta) then
+            ensure_wake(q.wake)
+        end
+    end
+
+    -- A slot of the group is free again (its job ended, was released, or came due).
+    function g.slot_freed(meta, group)
+        local base = string.sub(meta, 3)
+        if redis.call('HINCRBY', 'gs/' .. base, group, -1) <= 0 then
+            redis.call('HDEL', 'gs/' .. base, group)
+        end
+        g.reopen(base, meta, group)
+        if not paused(meta) and g.has_ready(base) then
+            ensure_wake('w/' .. base)
+        end
+    end
+
+    -- A grouped ready job leaves its group without being reserved (ACK, delete, expiry, destroy).
+    function g.unqueue(meta, group, tries, id)
+        local base = string.sub(meta, 3)
+        local queued = 'gq/' .. base .. '/' .. group
+        redis.call('ZREM', queued, pack_element(tries, id))
+        redis.call('ZREM', 'gy/' .. base, id)
+        if redis.call('EXISTS', queued) == 0 then
+            redis.call('ZREM', 'gr/' .. base, group)
+            g.close_ring(base, meta)
+        end
+    end
+
+    -- A ring with no group left is no ring: the queue is served as one without groups.
+    function g.close_ring(base, meta)
+        local ring = 'gr/' .. base
+        local left = redis.call('ZCARD', ring)
+        if left == 0 or (left == 1 and redis.call('ZSCORE', ring, '')) then
+            redis.call('DEL', ring)
+            redis.call('HDEL', meta, 'gseq')
+        end
+    end
+
+    -- One job without a group: the priority set first, then the ready list; stale elements dropped.
+    local function ungrouped_one(r, qname, q)
+        while true do
+            local element = redis.call('ZPOPMIN', q.prio)[1] or redis.call('RPOP', q.ready)
+            if not element then
+                return false
+            end
+            if reserve_element(r, qname, q, element) then
+                return true
+            end
+        end
+    end
+
+    local function ungrouped_ready(q)
+        return redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1
+    end
+
+    -- One job of the group, the first of its zset; stale elements dropped.
+    local function grouped_one(r, qname, q, base, group)
+        local queued = 'gq/' .. base .. '/' .. group
+        while true do
+            local element = redis.call('ZPOPMIN', queued)[1]
+            if not element then
+                return false
+            end
+            local _, id = struct.unpack('<HHc0', element)
+            redis.call('ZREM', 'gy/' .. base, id)
+            if reserve_element(r, qname, q, element) then
+                redis.call('HINCRBY', 'gs/' .. base, group, 1)
+                return true
+            end
+        end
+    end
+
+    -- Up to `want` jobs round the ring, one per turn; a member still deliverable after its turn
+    -- gets the next turn at the tail. Returns how many it reserved.
+    function g.reserve(r, qname, q, base, want)
+        local ring, got = 'gr/' .. base, 0
+        if ungrouped_ready(q) then
+            g.enqueue(base, q.meta, '')
+        end
+        while got < want do
+            local member = redis.call('ZPOPMIN', ring)[1]
+            if not member then
+                break
+            end
+            if member == '' then
+                if ungrouped_one(r, qname, q) then
+                    got = got + 1
+                end
+                if ungrouped_ready(q) then
+                    g.enqueue(base, q.meta, '')
+                end
+            else
+                if grouped_one(r, qname, q, base, member) then
+                    got = got + 1
+                end
+                g.reopen(base, q.meta, member)
+            end
+        end
+        g.close_ring(base, q.meta)
+        return got
+    end
+
+    -- Every group with a slot in use and a ready job gets a turn (group_concurrency raised).
+    function g.reopen_all(base)
+        for _, group in ipairs(redis.call('HKEYS', 'gs/' .. base)) do
+            g.reopen(base, 'n/' .. base, group)
+        end
+    end
+
+
+    -- The limits.
+
+    function g.tokens(s, base)
+        if s.tokens == nil then
+            local b = redis.call('HMGET', 'qc/' .. base, 'burst', 'bt', 'bts')
+            local t = redis.call('TIME')
+            local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            local burst = tonumber(b[1]) or math.max(1, math.ceil(s.rate))
+            local tokens = tonumber(b[2])
+            if tokens == nil then
+                tokens = burst
+            else
+                tokens = math.min(burst, tokens + math.max(0, now - (tonumber(b[3]) or now)) * s.rate / 1000)
+            end
+            s.tokens, s.now = tokens, now
+        end
+        return s.tokens
+    end
+
+    -- How many jobs of the queue may go now, at most `want`.
+    function g.allowance(s, base, meta, want)
+        local n = want
+        if s.max_reserved > 0 then
+            n = math.min(n, s.max_reserved - (tonumber(redis.call('HGET', meta, 'X')) or 0))
+        end
+        if s.rate > 0 then
+            n = math.min(n, math.floor(g.tokens(s, base) + EPSILON))
+        end
+        return math.max(n, 0)
+    end
+
+    -- `got` jobs went: their tokens are taken.
+    function g.spend(s, base, got)
+        s.tokens = s.tokens - got
+        redis.call('HSET', 'qc/' .. base, 'bt', s.tokens, 'bts', s.now)
+    end
+
+    -- The queue is held back by its rate: its wake-up member on the timer at the next whole token.
+    function g.wake_later(r, s, qname)
+        local at = s.now + math.max(1, math.ceil((1 - s.tokens) * 1000 / s.rate))
+        redis.call('ZADD', r.timer, at, pack_member(r.ns, qname, 0, '', false) .. 'W')
+        r.wake_at = math.min(r.wake_at or at, at)
+    end
+
+    return g
+end
+
 -- Reserves up to `want` ready jobs of one queue (reserve_element), its priority set before its
--- ready list; none from a paused queue. Then whoever takes a wake token and leaves jobs behind
--- puts it back; a token over an empty queue would only wake someone for nothing, so it goes.
+-- ready list; none from a paused queue; no more than its limits allow (fc()). Then whoever
+-- takes a wake token and leaves jobs behind puts it back, unless a limit holds them back now; a
+-- token over an empty queue would only wake someone for nothing, so it goes.
 -- Returns how many it reserved (reserve.lua, and pump.lua handing due jobs to waiters).
 local function reserve_from_queue(r, qname, q, want)
     if paused(q.meta) then
         return 0
     end
+    local base = string.sub(q.meta, 3)
+    local s, fl = settings_of(base), nil
+    if s.max_reserved > 0 or s.rate > 0 then
+        fl = fc()
+        want = fl.allowance(s, base, q.meta, want)
+    end
     local got = 0
-    local prioritized = redis.call('EXISTS', q.prio) == 1
-    while got < want do
+    local ring = redis.call('EXISTS', 'gr/' .. base) == 1
+    local prioritized = not ring and redis.call('EXISTS', q.prio) == 1
+    if ring then
+        got = fc().reserve(r, qname, q, base, want)
+    end
+    while got < want and not ring do
         local element
         if prioritized then
             element = redis.call('ZPOPMIN', q.prio)[1]
@@ -449,36 +749,54 @@ local function reserve_from_queue(r, qname, q, want)
             got = got + 1
         end
     end
-    if redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1 then
-        ensure_wake(q.wake)
+    if fl and s.rate > 0 then
+        fl.spend(s, base, got)
+    end
+    local more
+    if ring then
+        more = fc().has_ready(base)
     else
+        more = redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1
+    end
+    if not more then
         redis.call('DEL', q.wake)
+    elseif fl and fl.allowance(s, base, q.meta, 1) == 0 then
+        redis.call('DEL', q.wake)
+        if s.rate > 0 and s.tokens + fl.EPSILON < 1 then
+            fl.wake_later(r, s, qname)
+        end
+    else
+        ensure_wake(q.wake)
     end
     return got
 end
 
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
--- answer a worker verb gives: {"missing"} or {"not reserved"}.
+-- answer a worker verb gives: {"missing"} or {"not reserved"}. Also its group (false: none).
 local function reserved_tries(job_key)
-    local f = redis.call('HMGET', job_key, 's', 't')
+    local f = redis.call('HMGET', job_key, 's', 't', 'g')
     if not f[1] then
         return nil, {'missing'}
     end
     if f[1] ~= 'X' then
         return nil, {'not reserved'}
     end
-    return tonumber(f[2])
+    return tonumber(f[2]), nil, f[3]
 end
 
 -- Ends the reservation of the job a worker verb names (bury, complete): its timer member and
--- count go. Returns its tries, or nil and the verb's answer when it is not reserved.
+-- count go, and its group's slot. Returns its tries, or nil and the verb's answer when it is not
+-- reserved.
 local function take_reservation(job_key, timer, meta, ns, qname, id)
-    local tries, refusal = reserved_tries(job_key)
+    local tries, refusal, group = reserved_tries(job_key)
     if not tries then
         return nil, refusal
     end
     redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
     count(meta, 'X', -1)
+    if group then
+        fc().slot_freed(meta, group)
+    end
     return tries
 end
 
@@ -488,14 +806,24 @@ end
 -- ended job's record is left as it is (0).
 -- q = {timer, ready, dead, prio, meta}
 local function remove_job(job_key, ns, qname, id, q, final, now)
-    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K')
-    local state, tries = f[1], tonumber(f[2])
+    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K', 'g', 'h')
+    local state, tries, group = f[1], tonumber(f[2]), f[6]
     if not state or is_record(state) then
         return 0
     end
     if state == 'T' or state == 'X' then
-        redis.call('ZREM', q.timer, pack_member(ns, qname, tries, id, state == 'X'))
-        count(q.meta, state, -1)
+        local member = pack_member(ns, qname, tries, id, state == 'X')
+        if state == 'T' then
+            undelayed(q.meta, redis.call('ZSCORE', q.timer, member))
+        else
+            count(q.meta, 'X', -1)
+        end
+        redis.call('ZREM', q.timer, member)
+        if group and (state == 'X' or f[7]) then
+            fc().slot_freed(q.meta, group)
+        end
+    elseif state == 'R' and group then
+        fc().unqueue(q.meta, group, tries, id)
     elseif state == 'R' then
         if (tonumber(f[3]) or 0) > 0 then
             redis.call('ZREM', q.prio, pack_element(tries, id))
@@ -505,6 +833,6 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
     elseif state == 'D' then
         redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
-    finish(job_key, id, final or 'C', now, nil, f[5], f[4])
+    finish(job_key, id, final or 'C', now, nil, f[5], f[4], group)
     return 1
 end

@@ -10,8 +10,6 @@ from typing import Any
 from lmstfy_py.types import DueBuckets as DueBuckets
 from lmstfy_py.types import QueueStats as QueueStats
 
-DUE_KEYS = ("1m", "1h", "1d", "later")  # stats' `due`, in DueBuckets' order
-
 
 @dataclass(frozen=True, slots=True)
 class Job:

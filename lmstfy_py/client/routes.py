@@ -17,18 +17,8 @@ from urllib.parse import quote
 
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
-from lmstfy_py.client.job import (
-    DUE_KEYS,
-    DeadJob,
-    DeadLetter,
-    DeadPage,
-    DueBuckets,
-    Job,
-    QueueStats,
-    Released,
-    Schedule,
-    Scheduled,
-)
+from lmstfy_py.client.flow import read_stats
+from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings, setting_params
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
@@ -233,7 +223,7 @@ class Routes:
         return Call("GET", self.path(queue, "size"), calls.field_of("size"))
 
     def stats(self, queue: str) -> Call[QueueStats]:
-        return Call("GET", self.path(queue, "stats"), _stats)
+        return Call("GET", self.path(queue, "stats"), read_stats)
 
     def destroy(self, queue: str) -> Call[None]:
         return Call("DELETE", self.path(queue), calls.nothing)
@@ -297,21 +287,6 @@ def _released(answer: Answer) -> Released:
     if fields["msg"] == "buried":
         return Released(buried=True)
     return Released(buried=False, due_ms=int(fields["due_ms"]), remain_tries=int(fields["remain_tries"]))
-
-
-def _stats(answer: Answer) -> QueueStats:
-    f = calls.success(answer)
-    # The delay horizon (SPEC 14): absent from an older server's answer, read as none.
-    oldest, due = f.get("oldest_ready_ms"), f.get("due") or {}
-    return QueueStats(
-        int(f["ready"]),
-        int(f["delayed"]),
-        int(f["reserved"]),
-        int(f["dead"]),
-        bool(f["paused"]),
-        None if oldest is None else int(oldest),
-        DueBuckets(*(int(due.get(key, 0)) for key in DUE_KEYS)),
-    )
 
 
 def _dead_letter(answer: Answer) -> DeadLetter:

@@ -237,9 +237,11 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
         answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
-        reserved = step.parse(answers[len(before)])
+        reserved, wake_at = step.parse(answers[len(before)])
         if reserved:
             self.timers.scheduled(due)
+        if wake_at:  # a queue held back by its rate: its wake-up member is on the timer (SPEC 14)
+            await self._scheduled(ns, wake_at)
         return [replies.reserved_job(ns, r) for r in reserved]
 
     async def wait_for_wake(

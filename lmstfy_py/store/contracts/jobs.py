@@ -75,8 +75,18 @@ class Reserved(NamedTuple):
 
 _reserved = rows(Reserved._make, len(Reserved._fields))
 
-RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserved)
-LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserved)
+
+class ReserveReply(NamedTuple):
+    jobs: list[Reserved]
+    wake_at: int  # when a queue held back by its rate has its next token (ms; 0: none)
+
+
+def _reserve_reply(reply: list[Any]) -> ReserveReply:
+    return ReserveReply(_reserved(reply[0]), int(reply[1]))
+
+
+RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserve_reply)
+LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserve_reply)
 
 
 class AckKeys(NamedTuple):
@@ -302,4 +312,4 @@ class PauseArgs(NamedTuple):
 PAUSE = store_step("pause", PauseKeys, PauseArgs, int)
 
 
-ReserveStep = Step[ReserveKeys, ReserveArgs, list[Reserved]]
+ReserveStep = Step[ReserveKeys, ReserveArgs, ReserveReply]

@@ -89,20 +89,13 @@ local function pack_member(ns, q, tries, id, reserved)
     return member
 end
 
--- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), and whether
--- it is an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl).
+-- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), whether it is
+-- an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl), and whether it
+-- is a queue's wake-up ('W' after it, id "": its rate's next token is there, see flow()).
 local function unpack_member(member)
     local ns, q, tries, id, after = struct.unpack('<Hc0Hc0HHc0', member)
     local suffix = string.sub(member, after, after)
-    return ns, q, tries, id, suffix == 'X', suffix == 'E'
-end
-
--- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
--- not in them.
-local function count(meta, field, delta)
-    if redis.call('HINCRBY', meta, field, delta) < 0 then
-        redis.call('HSET', meta, field, 0)
-    end
+    return ns, q, tries, id, suffix == 'X', suffix == 'E', suffix == 'W'
 end
 
 local function paused(meta)
@@ -114,6 +107,45 @@ end
 local function ensure_wake(wake_key)
     if redis.call('LLEN', wake_key) == 0 then
         redis.call('LPUSH', wake_key, '1')
+    end
+end
+
+-- A queue's settings (SPEC 13, 14) from its settings hash qc/{ns}/q, read ONCE per queue per step
+-- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: event() (events),
+-- reserve_from_queue and count() (max_reserved, rate), the groups (group_concurrency). A queue with
+-- none set costs that one read, as `events` alone did before. The bucket's state (burst, bt, bts)
+-- is read only for a queue with a rate (flow().tokens).
+local SETTINGS = {}
+
+local function settings_of(base)
+    local s = SETTINGS[base]
+    if s == nil then
+        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency')
+        s = {events = tonumber(f[1]) or 0, max_reserved = tonumber(f[2]) or 0, rate = tonumber(f[3]) or 0,
+            group_concurrency = tonumber(f[4]) or 1}
+        SETTINGS[base] = s
+    end
+    return s
+end
+
+-- Whether a queue (its base "{ns}/q") holds a ready job: its ready list, priority set, or a group.
+local function has_ready(base)
+    return redis.call('LLEN', 'r/' .. base) > 0 or redis.call('EXISTS', 'rp/' .. base) == 1
+        or redis.call('EXISTS', 'gr/' .. base) == 1
+end
+
+-- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
+-- not in them. A reserved slot freed (X down) wakes a consume of a queue with max_reserved that
+-- holds ready jobs: a consume held back by the limit deleted the wake token (reserve_from_queue).
+local function count(meta, field, delta)
+    if redis.call('HINCRBY', meta, field, delta) < 0 then
+        redis.call('HSET', meta, field, 0)
+    end
+    if field == 'X' and delta < 0 then
+        local base = string.sub(meta, 3)
+        if settings_of(base).max_reserved > 0 and not paused(meta) and has_ready(base) then
+            ensure_wake('w/' .. base)
+        end
     end
 end
 
@@ -219,7 +251,7 @@ end
 -- An entry's id is "<seq>-0", seq counting the queue's events (field eseq of its settings: ids
 -- stay consecutive, so a reader knows exactly how many were trimmed); its fields: k the kind, e
 -- the JSON object the event stream sends as it is. A step reads each queue's setting once
--- (EVENTS) and the clock once (EVENTS.ts): with events off, that HGET is all it costs.
+-- (settings_of) and the clock once (EVENTS.ts): with events off, that read is all it costs.
 local EVENTS = {}
 
 local function write_event(base, most, kind, qname, id, attempt, reason, priority)
@@ -245,11 +277,7 @@ end
 local function event(job_key, kind, reason, priority, attempt)
     local tag, qname, id = string.match(job_key, '^j/({[^}]*})/([^/]*)/(.*)$')
     local base = tag .. '/' .. qname
-    local most = EVENTS[base]
-    if most == nil then
-        most = tonumber(redis.call('HGET', 'qc/' .. base, 'events')) or 0
-        EVENTS[base] = most
-    end
+    local most = settings_of(base).events
     if most > 0 then
         attempt = attempt or tonumber(redis.call('HGET', job_key, 'a')) or 0
         write_event(base, most, kind, qname, id, attempt, reason, priority)
@@ -425,13 +453,78 @@ local function reserve_element(r, qname, q, element)
     return true
 end
 
+-- Flow control (SPEC 14) of queues with max_reserved or a rate, made only by a step that meets
+-- one (as outcomes()). max_reserved: the meta hash's X count is the slots in use. The rate's
+-- token bucket lives in the settings hash: bt tokens (absent: full), bts when they were counted
+-- (ms, Redis's clock); refilled at rate/s up to burst (absent: max(1, ceil(rate))), one token per
+-- delivered job. A queue held back by a limit gets no wake token back: count() wakes it when a slot
+-- is freed; for the rate, one wake-up member (its timer member with id "" and 'W' after it) is
+-- put on the timer at the next whole token, and the reserve tells the Engine when (r.wake_at) so
+-- the pump is woken then; the pump, meeting it, wakes the queue (pump.lua).
+local TOKEN_EPSILON = 1e-9 -- a float refill that should make a whole token makes one
+
+local function flow()
+    local fl = {}
+
+    function fl.tokens(s, base)
+        if s.tokens == nil then
+            local b = redis.call('HMGET', 'qc/' .. base, 'burst', 'bt', 'bts')
+            local t = redis.call('TIME')
+            local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            local burst = tonumber(b[1]) or math.max(1, math.ceil(s.rate))
+            local tokens = tonumber(b[2])
+            if tokens == nil then
+                tokens = burst
+            else
+                tokens = math.min(burst, tokens + math.max(0, now - (tonumber(b[3]) or now)) * s.rate / 1000)
+            end
+            s.tokens, s.now = tokens, now
+        end
+        return s.tokens
+    end
+
+    -- How many jobs of the queue may go now, at most `want`.
+    function fl.allowance(s, base, meta, want)
+        local n = want
+        if s.max_reserved > 0 then
+            n = math.min(n, s.max_reserved - (tonumber(redis.call('HGET', meta, 'X')) or 0))
+        end
+        if s.rate > 0 then
+            n = math.min(n, math.floor(fl.tokens(s, base) + TOKEN_EPSILON))
+        end
+        return math.max(n, 0)
+    end
+
+    -- `got` jobs went: their tokens are taken.
+    function fl.spend(s, base, got)
+        s.tokens = s.tokens - got
+        redis.call('HSET', 'qc/' .. base, 'bt', s.tokens, 'bts', s.now)
+    end
+
+    -- The queue is held back by its rate: its wake-up member on the timer at the next whole token.
+    function fl.wake_later(r, s, qname)
+        local at = s.now + math.max(1, math.ceil((1 - s.tokens) * 1000 / s.rate))
+        redis.call('ZADD', r.timer, at, pack_member(r.ns, qname, 0, '', false) .. 'W')
+        r.wake_at = math.min(r.wake_at or at, at)
+    end
+
+    return fl
+end
+
 -- Reserves up to `want` ready jobs of one queue (reserve_element), its priority set before its
--- ready list; none from a paused queue. Then whoever takes a wake token and leaves jobs behind
--- puts it back; a token over an empty queue would only wake someone for nothing, so it goes.
+-- ready list; none from a paused queue; no more than its limits allow (flow()). Then whoever
+-- takes a wake token and leaves jobs behind puts it back, unless a limit holds them back now; a
+-- token over an empty queue would only wake someone for nothing, so it goes.
 -- Returns how many it reserved (reserve.lua, and pump.lua handing due jobs to waiters).
 local function reserve_from_queue(r, qname, q, want)
     if paused(q.meta) then
         return 0
+    end
+    local base = string.sub(q.meta, 3)
+    local s, fl = settings_of(base), nil
+    if s.max_reserved > 0 or s.rate > 0 then
+        fl = flow()
+        want = fl.allowance(s, base, q.meta, want)
     end
     local got = 0
     local prioritized = redis.call('EXISTS', q.prio) == 1
@@ -449,10 +542,18 @@ local function reserve_from_queue(r, qname, q, want)
             got = got + 1
         end
     end
-    if redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1 then
-        ensure_wake(q.wake)
-    else
+    if fl and s.rate > 0 then
+        fl.spend(s, base, got)
+    end
+    if not (redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1) then
         redis.call('DEL', q.wake)
+    elseif fl and fl.allowance(s, base, q.meta, 1) == 0 then
+        redis.call('DEL', q.wake)
+        if s.rate > 0 and s.tokens + TOKEN_EPSILON < 1 then
+            fl.wake_later(r, s, qname)
+        end
+    else
+        ensure_wake(q.wake)
     end
     return got
 end

@@ -7,7 +7,8 @@
 -- ready list, priority set, wake list, meta hash
 -- ARGV[1] ttr deadline ms  ARGV[2] most jobs (count)  ARGV[3] namespace  ARGV[4] job key prefix "j/{ns}/"
 -- ARGV[5] "1" to keep the tries (a pusher's delivery), else "0"  ARGV[6..] queue names
--- Returns reserve.lua's flat array, seven fields per job.
+-- Returns reserve.lua's reply: {flat array of seven fields per job, 0}. The queue's max_reserved
+-- and rate hold for lmstfy's jobs too; a queue held back is then woken by reserve.lua's step.
 local r = {timer = KEYS[1], deadline = ARGV[1], ns = ARGV[3], prefix = ARGV[4], out = {}}
 r.used = ARGV[5] == '1' and 0 or 1
 local want, got = tonumber(ARGV[2]), 0
@@ -18,15 +19,27 @@ for i = 1, (#KEYS - 1) / 5 do
     local q = {ready = KEYS[at + 2], prio = KEYS[at + 3], wake = KEYS[at + 4], meta = KEYS[at + 5]}
     local qname = ARGV[5 + i]
     local k = our_keys(r.ns, qname)
-    while got < want and not paused(q.meta) do
+    -- The queue's limits hold for lmstfy's jobs too (reserve.lua then holds its consumers back).
+    local base = string.sub(q.meta, 3)
+    local s, fl = settings_of(base), nil
+    local most, took = want - got, 0
+    if s.max_reserved > 0 or s.rate > 0 then
+        fl = flow()
+        most = fl.allowance(s, base, q.meta, most)
+    end
+    while took < most and not paused(q.meta) do
         local element = redis.call('RPOP', legacy)
         if not element then
             break
         end
         local tries, id = struct.unpack('<HHc0', element)
         if tries > 0 and adopt(r.ns, qname, id, k) and reserve_element(r, qname, q, element) then
-            got = got + 1
+            took = took + 1
         end
     end
+    got = got + took
+    if fl and s.rate > 0 then
+        fl.spend(s, base, took)
+    end
 end
-return r.out
+return {r.out, 0}

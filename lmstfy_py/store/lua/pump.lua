@@ -3,7 +3,9 @@
 -- exponential: it is then delayed until then), else puts it in the dead letter, where the job
 -- stops expiring. Members whose job data has expired (or is an ended job's record) are dropped.
 -- An expiry member (a job with a keep whose ttl passed, set_ttl) ends its job as expired,
--- leaving its record, unless the job is no longer that one (dead, ended, or given a new ttl). When jobs became ready, it then
+-- leaving its record, unless the job is no longer that one (dead, ended, or given a new ttl). A
+-- wake-up member (a queue held back by its rate, lua/_lib.lua's flow()) wakes its queue and counts
+-- as a job made ready (for the handover; in the first count returned). When jobs became ready, it then
 -- hands them over to this process's waiting consumes in the same step: for each waiter, in the
 -- order given, it reserves as reserve.lua does (reserve_from_queue), so the waiter answers them
 -- without a wake token and a reserve of its own.
@@ -39,11 +41,19 @@ end
 for _, member in ipairs(due) do
     -- 0: an expiry removed it already (its job's reservation or delay), with its count.
     local moved = redis.call('ZREM', timer, member) == 1
-    local ns, qname, tries, id, reserved, expiry = unpack_member(member)
+    local ns, qname, tries, id, reserved, expiry, wake = unpack_member(member)
     local job = job_prefix .. qname .. '/' .. id
     local meta = meta_prefix .. qname
     if moved and expiry then
         expire(job, ns, qname, id)
+        moved = false
+    elseif moved and wake then
+        -- A queue held back by its rate has its next token: wake it, and hand it to this
+        -- process's waiters as if a job had come due (reserve_from_queue checks the limits again).
+        if not paused(meta) then
+            ensure_wake(wake_prefix .. qname)
+            to_ready = to_ready + 1
+        end
         moved = false
     elseif moved then
         count(meta, reserved and 'X' or 'T', -1)

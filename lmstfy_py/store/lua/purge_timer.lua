@@ -9,9 +9,11 @@ local n = tonumber(ARGV[1])
 local members = redis.call('ZRANGE', KEYS[1], 0, n - 1)
 local deleted = 0
 for _, member in ipairs(members) do
-    local _, q, _, id, reserved, expiry = unpack_member(member)
-    deleted = deleted + redis.call('DEL', ARGV[2] .. q .. '/' .. id)
-    if not expiry then
+    local _, q, _, id, reserved, expiry, wake = unpack_member(member)
+    if not wake then
+        deleted = deleted + redis.call('DEL', ARGV[2] .. q .. '/' .. id)
+    end
+    if not expiry and not wake then
         count(ARGV[3] .. q, reserved and 'X' or 'T', -1)
     end
 end

@@ -19,7 +19,9 @@ LIMIT_DEFAULTS: dict[str, object] = {"max_reserved": 0, "rate": 0, "burst": None
 @click.option("--keep", type=int, metavar="S", help="Seconds an ended job's record is kept (0..2592000, 0 = none).")
 @click.option("--events", type=int, metavar="N", help="Events of the queue kept (0..1000000, 0 = off).")
 @click.option("--max-reserved", type=int, metavar="N", help="Jobs reserved at once (0..4294967295, 0 = unlimited).")
-@click.option("--rate", metavar="R", help="Jobs delivered a second, e.g. 0.5 or 200 (0..1000000, 0 = off).")
+@click.option(
+    "--rate", metavar="R", help="Jobs delivered a second: 0.5, 200 (0..1000000, 6 decimals at most; 0 = off)."
+)
 @click.option("--burst", type=int, metavar="B", help="Tokens the rate's bucket holds (1..1000000).")
 @click.option("--no-burst", is_flag=True, help="Unset the burst: back to max(1, ceil(rate)).")
 @click.option("--group-concurrency", type=int, metavar="N", help="Jobs of one group reserved at once (1..65535).")

@@ -580,3 +580,15 @@ def test_settings_sets_and_unsets_the_flow_control_limits(server: Server) -> Non
     assert failed(refused) == "token-cli: error: 400 invalid rate\n"
     answer = json.loads(ok(run(server.admin_url, "--json", "settings", ns, "q")))
     assert (answer["max_reserved"], answer["burst"], answer["group_concurrency"]) == (0, None, 3)
+
+
+def test_promote_makes_a_delayed_job_ready(server: Server) -> None:
+    ns = "cli-promote"
+    token = create_token(server, ns)
+    answer = httpx.put(f"{server.data_url}/api/{ns}/q", params={"token": token, "delay": 600}, content=b"x")
+    job_id = answer.json()["job_id"]
+    assert ready_size(server, ns, "q") == 0
+    assert ok(run(server.admin_url, "promote", ns, "q", job_id, "--pool", "default")) == f"promoted {job_id}\n"
+    assert ready_size(server, ns, "q") == 1
+    assert failed(run(server.admin_url, "promote", ns, "q", job_id)) == "token-cli: error: 409 job is not delayed\n"
+    assert failed(run(server.admin_url, "promote", ns, "q", "nosuchjob")) == "token-cli: error: 404 job not found\n"

@@ -752,6 +752,8 @@ async def test_a_delayed_job_looked_up_is_promoted_from_the_page(admin: httpx.As
     shown = (await admin.get(done.headers["location"])).text
     assert "data-job-state>ready<" in shown and "/promote?" not in shown  # no button on a ready job
     assert 'data-due-label="1h"><b>0</b>' in shown and "it is ready now" in shown
+    # Ready in its group: counted, not in the next jobs' list, and not "No ready job".
+    assert "data-next-unlisted>1 more ready job not listed: jobs of groups" in shown and "No ready job" not in shown
     again = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": job_id})
     assert again.status_code == 409 and 'id="error-message">job is not delayed<' in again.text
     bad = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": "bad id"})

@@ -7,11 +7,13 @@
 -- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
--- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13).
+-- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1
+-- while a grouped job holds its group's slot on the timer, y ms since when it is ready (when
+-- later than its publish) (SPEC 14; see groups() and flow()).
 -- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
 -- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
--- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
--- counter), paused ("1" while paused).
+-- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's and the
+-- groups' FIFO counter), paused ("1" while paused), gseq (the group ring's last turn).
 
 local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
 

@@ -59,7 +59,8 @@ def render_settings(answer: Mapping[str, Any]) -> str:
     if limits == LIMIT_DEFAULTS:
         return shown
     rate = limits["rate"]
-    rated = (f"{rate:g}" if isinstance(rate, int | float) else str(rate)) + "/s"
+    # The server's 6 decimals at most, never an exponent ("0.00001/s", not "1e-05/s").
+    rated = (f"{rate:.6f}".rstrip("0").rstrip(".") if isinstance(rate, int | float) else str(rate)) + "/s"
     shown += f", max_reserved {limits['max_reserved'] or 'unlimited'}, rate {rated if rate else 'off'}"
     burst = limits["burst"]
     return shown + f", burst {'default' if burst is None else burst}, group_concurrency {limits['group_concurrency']}"

@@ -576,6 +576,7 @@ def test_settings_sets_and_unsets_the_flow_control_limits(server: Server) -> Non
     assert ok(run(server.admin_url, "settings", ns, "q", "--no-burst", "--max-reserved", "0")) == (
         f"{ns}/q: keep 0s, events off, max_reserved unlimited, rate 2.5/s, burst default, group_concurrency 3\n"
     )
+    assert "rate 0.00001/s," in ok(run(server.admin_url, "settings", ns, "q", "--rate", "0.00001"))  # no exponent
     refused = run(server.admin_url, "settings", ns, "q", "--group-concurrency", "1", "--rate", "fast")
     assert failed(refused) == "token-cli: error: 400 invalid rate\n"
     answer = json.loads(ok(run(server.admin_url, "--json", "settings", ns, "q")))

@@ -6,9 +6,9 @@
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary directory), fills it over the
 HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, an urgent job, a
 binary job buried with a reason, a paused queue, a token with a limit, push groups, recurring
-jobs), then opens each page in Debian's headless Chromium (/usr/bin/chromium, driven by
-Playwright) and saves `<page>-wide.png` and `<page>-phone.png` (the whole page, below the fold
-too).
+jobs, a queue's flow-control limits with grouped and delayed jobs), then opens each page in
+Debian's headless Chromium (/usr/bin/chromium, driven by Playwright) and saves
+`<page>-wide.png` and `<page>-phone.png` (the whole page, below the fold too).
 """
 
 from __future__ import annotations
@@ -26,19 +26,24 @@ from benchmarks.harness.lmstfy_servers import Server, create_token
 CHROMIUM = "/usr/bin/chromium"
 SIZES = {"wide": (1280, 800), "phone": (390, 844)}
 RATE_FLUSH_S = 2.5  # the server writes its rate counts every 2 s
+ORDER_LIMITS = {"max_reserved": 20, "rate": 50, "group_concurrency": 3}
 
 
 def seed(server: Server) -> dict[str, str]:
     """The demo state; the pages to shoot, by name."""
     demo, shop = create_token(server, "demo", "billing workers"), create_token(server, "shop", "checkout")
     with httpx.Client(base_url=server.data_url, timeout=10) as data, httpx.Client(base_url=server.admin_url) as admin:
+        # Flow control (SPEC 14): limits, orders grouped by customer, a few due later.
+        checked(admin.put("/queues/demo/orders/settings", params=ORDER_LIMITS))
         for i in range(40):
             data.put(
                 "/api/demo/orders",
-                params={"tries": 3},
+                params={"tries": 3, "group": f"customer-{i % 6}"},
                 headers={"X-Token": demo},
                 content=f'{{"order": {i}, "action": "close"}}',
             )
+        for delay in (45, 900, 900, 1800, 5400, 172800):
+            data.put("/api/demo/orders", params={"delay": delay, "ttl": 0}, headers={"X-Token": demo}, content="later")
         for i in range(12):
             data.put("/api/demo/emails", params={"delay": 600}, headers={"X-Token": demo}, content=f"mail {i}")
         reserved = [data.get("/api/demo/orders", params={"ttr": 60}, headers={"X-Token": demo}) for _ in range(15)]

@@ -27,7 +27,17 @@ from lmstfy_py.client.errors import (
     Unavailable,
 )
 from lmstfy_py.client.events import EventGap, QueueEvent, StreamItem
-from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
+from lmstfy_py.client.job import (
+    DeadJob,
+    DeadLetter,
+    DeadPage,
+    DueBuckets,
+    Job,
+    QueueStats,
+    Released,
+    Schedule,
+    Scheduled,
+)
 from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs
 from lmstfy_py.client.retry import RetryPolicy
 from lmstfy_py.client.routes import Backoff, Catchup, PublishArgs, ScheduleArgs
@@ -46,6 +56,7 @@ __all__ = [
     "DeadJob",
     "DeadLetter",
     "DeadPage",
+    "DueBuckets",
     "EventGap",
     "Job",
     "LmstfyError",

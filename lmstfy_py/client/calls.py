@@ -118,7 +118,7 @@ def _optional_data(text: str | None) -> bytes | None:
     return None if text is None else base64_data(text)
 
 
-NO_STATE = (None, None, None, None, None, None, None)
+NO_STATE = (None, None, None, None, None, None, None, None)
 
 
 def job_of(fields: dict[str, Any]) -> Job:
@@ -138,6 +138,7 @@ def job_of(fields: dict[str, Any]) -> Job:
             fields.get("last_error"),
             _optional_data(fields.get("result")),
             fields.get("finished_ms"),
+            fields.get("group"),
         )
         if "state" in fields
         else NO_STATE

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-# A queue's counts read the same on both sides of the API: the client answers with the server's own type.
+# A queue's counts read the same on both sides of the API: the client answers with the server's own types.
+from lmstfy_py.types import DueBuckets as DueBuckets
 from lmstfy_py.types import QueueStats as QueueStats
 
 
@@ -35,6 +36,7 @@ class Job:
     last_error: str | None = None  # the reason of its last release or bury
     result: bytes | None = None  # what its `complete` kept (None for any other end, and while it lives)
     finished_ms: int | None = None  # unix ms: when it ended; None while it lives
+    group: str | None = None  # its group (SPEC 14), None without one
 
     def text(self, encoding: str = "utf-8") -> str:
         return self.data.decode(encoding)

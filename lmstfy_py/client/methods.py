@@ -114,8 +114,18 @@ class Methods(Requests):
 
     @request
     def settings(self, queue: str, **changes: Unpack[SettingsArgs]) -> Call[Settings]:
-        """The queue's settings, after setting those given (`keep` seconds, `events` kept)."""
+        """The queue's settings, after setting those given (`keep` seconds, `events` kept; SPEC 14's
+        `max_reserved`, `rate`, `burst` (None: unset it), `group_concurrency`). The server checks
+        them all first: one bad value raises BadRequest and changes nothing."""
         return self.routes.settings(queue, changes)
+
+    # -- flow control (lmstfy-py only) -------------------------------------------------------------
+
+    @request
+    def promote(self, queue: str, job_id: str) -> Call[None]:
+        """The delayed job is ready now, as if it had come due (its priority and group kept); Conflict
+        when it is not delayed (ready, reserved, dead), NotFound when there is no such job."""
+        return self.routes.promote(queue, job_id)
 
     # -- look, count, drop --------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Every data-plane route of one namespace, as a `Call`: lmstfy's routes and lmstfy-py's (SPEC
-sections 2, 7, 9 and 13). Nothing here sends anything; Client and AsyncClient do.
+sections 2, 7, 9, 13 and 14). Nothing here sends anything; Client and AsyncClient do.
 
 Parameters the caller leaves at None are not sent, so the server's configured defaults apply.
 Durations are seconds; a fractional one is sent in milliseconds (`delay_ms`, `ttr_ms`, lmstfy-py
@@ -17,8 +17,9 @@ from urllib.parse import quote
 
 from lmstfy_py.client import calls
 from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.flow import read_stats
 from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
-from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings
+from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings, setting_params
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
@@ -39,6 +40,7 @@ class PublishArgs(TypedDict, total=False):
     backoff_max_ms: int
     attributes: Mapping[str, str]
     keep: int
+    group: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class PublishOptions:
     backoff_max_ms: int | None = None
     attributes: Mapping[str, str] | None = None
     keep: int | None = None  # seconds its record outlives its end (lmstfy-py only); None: the queue's
+    group: str | None = None  # delivered in order within it, fairly across groups (lmstfy-py only, SPEC 14)
 
     def params(self, job_ids: Sequence[str] | None = None) -> dict[str, str]:
         given = {
@@ -66,6 +69,7 @@ class PublishOptions:
             "backoff_ms": self.backoff_ms,
             "backoff_max_ms": self.backoff_max_ms,
             "keep": self.keep,
+            "group": self.group,
             "job_id": ",".join(job_ids) if job_ids else None,
         }
         return {**duration("delay", self.delay), **{k: str(v) for k, v in given.items() if v is not None}}
@@ -190,8 +194,13 @@ class Routes:
 
     def settings(self, queue: str, changes: SettingsArgs) -> Call[Settings]:
         # Setting the same values again changes nothing: safe to repeat.
-        params = {name: str(value) for name, value in changes.items()}
+        params = setting_params(changes)
         return Call("PUT" if params else "GET", self.path(queue, "settings"), read_settings, params)
+
+    def promote(self, queue: str, job_id: str) -> Call[None]:
+        # A repeat after success answers 409 (no longer delayed): not an answer to give the caller.
+        path = self.path(queue, "job", job_id, "promote")
+        return Call("PUT", path, calls.nothing, repeatable=False)
 
     def events(self, queues: Sequence[str], cursor: str | None) -> Call[None]:
         """The event stream of one queue, or several merged; from `cursor` on (Last-Event-ID, as an
@@ -214,7 +223,7 @@ class Routes:
         return Call("GET", self.path(queue, "size"), calls.field_of("size"))
 
     def stats(self, queue: str) -> Call[QueueStats]:
-        return Call("GET", self.path(queue, "stats"), _stats)
+        return Call("GET", self.path(queue, "stats"), read_stats)
 
     def destroy(self, queue: str) -> Call[None]:
         return Call("DELETE", self.path(queue), calls.nothing)
@@ -278,11 +287,6 @@ def _released(answer: Answer) -> Released:
     if fields["msg"] == "buried":
         return Released(buried=True)
     return Released(buried=False, due_ms=int(fields["due_ms"]), remain_tries=int(fields["remain_tries"]))
-
-
-def _stats(answer: Answer) -> QueueStats:
-    f = calls.success(answer)
-    return QueueStats(int(f["ready"]), int(f["delayed"]), int(f["reserved"]), int(f["dead"]), bool(f["paused"]))
 
 
 def _dead_letter(answer: Answer) -> DeadLetter:

@@ -107,6 +107,7 @@ def token(ctx: click.Context, admin: str, user: str | None, password: str | None
       token-cli 127.0.0.1:7778 -c -n demo -D "billing workers"   (lmstfy's invocation)
       token-cli limit-set demo TOKEN --read 100 --write 50 --interval 10
       token-cli deadletter-peek demo orders
+      token-cli settings demo orders --max-reserved 20 --rate 2.5 --group-concurrency 2
       token-cli --json namespaces | jq .
 
     Errors are one line on stderr and exit code 1.

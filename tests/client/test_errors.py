@@ -56,6 +56,7 @@ WITH_TOKEN: dict[str, Callable[[Client], object]] = {
     "complete": lambda c: c.complete("q", UNKNOWN_ID, result=b"r"),
     "result": lambda c: c.result("q", UNKNOWN_ID),
     "settings": lambda c: c.settings("q", keep=1),
+    "promote": lambda c: c.promote("q", UNKNOWN_ID),
     "events": lambda c: next(c.events("q")),  # refused before any event: the stream's first step raises
 }
 # lmstfy's two public routes.

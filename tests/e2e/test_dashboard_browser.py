@@ -361,3 +361,39 @@ def test_the_queue_page_tails_its_events_live(server: Server, page: Page) -> Non
     expect(shown).to_contain_text(job_id)
     expect(shown).to_contain_text("priority 7")
     assert page.evaluate("window.notReloaded") is True
+
+
+def test_the_queue_page_shows_its_limits_groups_in_flight_and_due_jobs_and_promotes_one(
+    server: Server, page: Page
+) -> None:
+    token = create_token(server, "flow")
+    limits = {"max_reserved": 5, "rate": 2.5, "group_concurrency": 2}
+    answer = httpx.put(f"{server.data_url}/api/flow/q/settings", params=limits, headers={"X-Token": token})
+    assert answer.status_code == 200, answer.text
+    for group in ("a", "a", "b", "c"):
+        publish(server, token, "flow", "q", b"grouped", group=group)
+    assert len(consume(server, token, "flow", "q", count=2).json()) == 2  # groups a and b, fairly
+    soon = publish(server, token, "flow", "q", b"soon", delay=30)
+    for delay in (600, 7200, 7200, 3 * 86400):
+        publish(server, token, "flow", "q", b"delayed", delay=delay, ttl=0)
+    page.goto(f"{server.admin_url}/ui/queue/flow/q")
+    shown = {key: page.locator(f'[data-limit="{key}"]') for key in limits | {"burst": 0}}
+    expect(shown["max_reserved"]).to_have_text("5")
+    expect(shown["rate"]).to_have_text("2.5/s")
+    expect(shown["burst"]).to_have_text("3 (default)")
+    expect(shown["group_concurrency"]).to_have_text("2 reserved at once")
+    expect(page.locator("[data-groups-in-flight]")).to_have_text("2")
+    expect(page.locator("[data-oldest-ready]")).to_have_text(re.compile(r"\d+ s"))  # groups a and c wait
+    due = {key: page.locator(f'[data-due-label="{key}"] b') for key in ("1m", "1h", "1d", "1d+")}
+    assert [due[key].inner_text() for key in due] == ["1", "1", "2", "1"]
+    bars = page.locator("#due-chart rect.bar")
+    heights = [float(bars.nth(i).get_attribute("height") or 0) for i in range(4)]
+    assert heights[2] > heights[0] == heights[1] == heights[3] > 0  # drawn to scale
+
+    page.fill("#job_id", soon)
+    page.get_by_role("button", name="Look up").click()
+    expect(page.locator("[data-job-state]")).to_have_text("delayed")
+    page.get_by_role("button", name="Promote").click()
+    expect(page.locator(".notice")).to_have_text(NOTICES["promoted"])
+    expect(page.locator("[data-job-state]")).to_have_text("ready")
+    expect(page.locator('[data-due-label="1m"] b')).to_have_text("0")

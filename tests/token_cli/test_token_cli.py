@@ -237,6 +237,7 @@ def test_an_unreachable_server_is_one_line_and_exit_1() -> None:
         (["accesslog", "maybe"], "'maybe' is not one of 'enable', 'disable'"),
         (["deadletter-peek", "ns", "q", "--limit", "0"], "Invalid value for '--limit'"),
         (["--admin", "localhost:7778", "pools"], "is not an http:// or https:// URL"),
+        (["settings", "ns", "q", "--burst", "2", "--no-burst"], "--burst and --no-burst exclude each other"),
     ],
 )
 def test_bad_usage_is_clicks_usage_error(args: list[str], message: str) -> None:
@@ -564,3 +565,31 @@ def test_settings_shows_and_sets_a_queues_settings(server: Server) -> None:
     assert ok(run(server.admin_url, "settings", ns, "q")) == f"{ns}/q: keep 3600s, events 100\n"
     settings = httpx.get(f"{server.data_url}/api/{ns}/q/settings", params={"token": create_token(server, ns)})
     assert settings.json()["keep"] == 3600
+
+
+def test_settings_sets_and_unsets_the_flow_control_limits(server: Server) -> None:
+    ns = "cli-limits"
+    limits = ["--max-reserved", "5", "--rate", "2.5", "--burst", "10", "--group-concurrency", "3"]
+    assert ok(run(server.admin_url, "settings", ns, "q", *limits)) == (
+        f"{ns}/q: keep 0s, events off, max_reserved 5, rate 2.5/s, burst 10, group_concurrency 3\n"
+    )
+    assert ok(run(server.admin_url, "settings", ns, "q", "--no-burst", "--max-reserved", "0")) == (
+        f"{ns}/q: keep 0s, events off, max_reserved unlimited, rate 2.5/s, burst default, group_concurrency 3\n"
+    )
+    assert "rate 0.00001/s," in ok(run(server.admin_url, "settings", ns, "q", "--rate", "0.00001"))  # no exponent
+    refused = run(server.admin_url, "settings", ns, "q", "--group-concurrency", "1", "--rate", "fast")
+    assert failed(refused) == "token-cli: error: 400 invalid rate\n"
+    answer = json.loads(ok(run(server.admin_url, "--json", "settings", ns, "q")))
+    assert (answer["max_reserved"], answer["burst"], answer["group_concurrency"]) == (0, None, 3)
+
+
+def test_promote_makes_a_delayed_job_ready(server: Server) -> None:
+    ns = "cli-promote"
+    token = create_token(server, ns)
+    answer = httpx.put(f"{server.data_url}/api/{ns}/q", params={"token": token, "delay": 600}, content=b"x")
+    job_id = answer.json()["job_id"]
+    assert ready_size(server, ns, "q") == 0
+    assert ok(run(server.admin_url, "promote", ns, "q", job_id, "--pool", "default")) == f"promoted {job_id}\n"
+    assert ready_size(server, ns, "q") == 1
+    assert failed(run(server.admin_url, "promote", ns, "q", job_id)) == "token-cli: error: 409 job is not delayed\n"
+    assert failed(run(server.admin_url, "promote", ns, "q", "nosuchjob")) == "token-cli: error: 404 job not found\n"

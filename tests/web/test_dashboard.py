@@ -738,3 +738,23 @@ async def test_the_queue_page_tails_events_on_the_admin_twin_only_when_they_are_
     await runtime.pools.get("default").set_queue_settings("ns", "q", SettingsChange(None, 500))
     on = (await admin.get("/ui/queue/ns/q")).text
     assert 'data-events-url="/queues/ns/q/events?pool=default"' in on and "keeps its last 500" in on
+
+
+async def test_a_delayed_job_looked_up_is_promoted_from_the_page(admin: httpx.AsyncClient, runtime: Runtime) -> None:
+    engine = runtime.pools.get("default")
+    job_id = (await engine.publish("ns", "q", NewJob(b"due in ten minutes", delay_ms=600_000, group="g"))).job_id
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": job_id})).text
+    assert "data-job-group>g<" in page and 'action="/ui/queue/ns/q/promote?pool=default"' in page
+    assert 'data-due-label="1h"><b>1</b>' in page
+    token = await csrf_token(admin)
+    done = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": job_id})
+    assert done.headers["location"] == f"/ui/queue/ns/q?job_id={job_id}&pool=default&done=promoted"
+    shown = (await admin.get(done.headers["location"])).text
+    assert "data-job-state>ready<" in shown and "/promote?" not in shown  # no button on a ready job
+    assert 'data-due-label="1h"><b>0</b>' in shown and "it is ready now" in shown
+    # Ready in its group: counted, not in the next jobs' list, and not "No ready job".
+    assert "data-next-unlisted>1 more ready job not listed: jobs of groups" in shown and "No ready job" not in shown
+    again = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": job_id})
+    assert again.status_code == 409 and 'id="error-message">job is not delayed<' in again.text
+    bad = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": "bad id"})
+    assert bad.status_code == 400 and 'id="error-message">invalid job id<' in bad.text

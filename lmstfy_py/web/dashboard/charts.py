@@ -1,4 +1,5 @@
-"""Rate charts drawn as inline SVG on the server: no chart library, no script, nothing to fetch.
+"""Charts drawn as inline SVG on the server: no chart library, no script, nothing to fetch. The rate
+charts below; the due histogram (`due_chart`) at the end.
 
 Two lines per chart, jobs published and jobs consumed per minute, oldest minute at the left and
 the current (unfinished) minute at the right, each minute a flat step (see `_path`). Colours come
@@ -10,6 +11,7 @@ from __future__ import annotations
 from markupsafe import Markup, escape
 
 from lmstfy_py.admin.rates import Rates
+from lmstfy_py.types import DueBuckets
 from lmstfy_py.web.dashboard.display import plural
 
 # A chart's drawing box (viewBox units). The SVG stretches to the box the stylesheet gives it
@@ -99,3 +101,38 @@ def _short(value: float) -> str:
     if value >= 1000:
         return f"{value / 1000:g}k"
     return f"{value:g}"
+
+
+# The due histogram's bars (SPEC 14): a DueBuckets field, the bar's key (data-due) and its label, soonest first.
+DUE_BARS = (
+    ("within_1m", "1m", "\u2264 1 min"),
+    ("within_1h", "1h", "1 min\u20131 h"),
+    ("within_1d", "1d", "1 h\u201324 h"),
+    ("later", "1d+", "> 24 h"),
+)
+BAR_WIDTH, BARS_HEIGHT = 100, 60
+
+
+def due_chart(due: DueBuckets, chart_id: str) -> Markup:
+    """The delayed jobs by time left until due: one bar per bucket, scaled to the largest, each
+    labelled with its range and count in HTML below (readable at any width)."""
+    counts = [(key, label, int(getattr(due, field))) for field, key, label in DUE_BARS]
+    top = max([n for _, _, n in counts] + [1])
+    bars, labels = [], []
+    for i, (key, label, n) in enumerate(counts):
+        height = (BARS_HEIGHT - 1) * n / top
+        x = BAR_WIDTH * i + BAR_WIDTH * 0.15
+        bars.append(
+            f'<rect class="bar" data-due="{key}" x="{x:.1f}" y="{BARS_HEIGHT - height:.1f}" '
+            f'width="{BAR_WIDTH * 0.7:.1f}" height="{height:.1f}"/>'
+        )
+        labels.append(f'<span data-due-label="{key}"><b>{n:,}</b> {escape(label)}</span>')
+    text = escape("delayed jobs due: " + ", ".join(f"{label}: {n:,}" for _, label, n in counts))
+    width = BAR_WIDTH * len(counts)
+    return Markup(
+        f'<figure id="{escape(chart_id)}" class="bars-box">'
+        f'<svg class="bars" viewBox="0 0 {width} {BARS_HEIGHT}" preserveAspectRatio="none" role="img" '
+        f'aria-label="{text}"><title>{text}</title>'
+        f'<line class="grid" x1="0" y1="{BARS_HEIGHT}" x2="{width}" y2="{BARS_HEIGHT}"/>{"".join(bars)}</svg>'
+        f'<div class="bar-labels">{"".join(labels)}</div></figure>'
+    )

@@ -9,7 +9,6 @@ from functools import partial
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lmstfy_py import ids
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web.dashboard import display, render
 
@@ -30,16 +29,10 @@ def dead_path(ns: str, queue: str) -> str:
     return f"/ui/deadletter/{ns}/{queue}"
 
 
-def _job_id(raw: str) -> str:
-    if not ids.is_acceptable(raw):
-        raise InvalidParameter("invalid job id")
-    return raw
-
-
 async def show_dead(request: Request) -> Response:
     (ns, queue), store = render.queue_of(request), render.store_of(request)
     after = request.query_params.get("after") or None
-    dead_page = await store.dead_page(ns, queue, PAGE_SIZE, _job_id(after) if after else None)
+    dead_page = await store.dead_page(ns, queue, PAGE_SIZE, render.job_id_of(after) if after else None)
     context = {
         "ns": ns,
         "queue": queue,
@@ -81,7 +74,7 @@ async def _one_or_all(
     """The job the form names, or every dead job once the page `asked` (question, details) is confirmed."""
     (ns, queue), pool = render.queue_of(request), render.pool_of(request)
     if fields.get("job_id"):
-        await one(_job_id(fields["job_id"]))
+        await one(render.job_id_of(fields["job_id"]))
         return render.back_to(dead_path(ns, queue), pool, done, 1)
     size = await render.store_of(request).dead_letter_size(ns, queue)
     if not render.confirmed(fields):

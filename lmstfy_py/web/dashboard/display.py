@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import math
 import time
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from lmstfy_py.types import QueueSettings
 
 SHOWN_BYTES = 4096  # of a job's data; the rest is summarised
 PREVIEW_CHARS = 80  # of a job's data in a list
@@ -48,6 +51,41 @@ def ago(ms: int | None) -> str:
     else:
         text = f"{amount / 3600:.1f} h"
     return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def age(since_ms: int | None, now_ms: int | None = None) -> str:
+    """How long ago a unix time in ms was, in its two largest units ("12 s", "3 m 12 s", "2 h 5 m",
+    "3 d 4 h"); a dash for none. For a wait, where "3 min ago" would round away what matters."""
+    if since_ms is None:
+        return "\u2013"
+    seconds = max(0, ((now_ms if now_ms is not None else int(time.time() * 1000)) - since_ms) // 1000)
+    units = [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)]
+    for i, (unit, size) in enumerate(units[:-1]):
+        if seconds >= size:
+            smaller, small_size = units[i + 1]
+            return f"{seconds // size} {unit} {seconds % size // small_size} {smaller}"
+    return f"{seconds} s"
+
+
+def per_second(rate: float) -> str:
+    """A rate as jobs a second, without float noise or exponents ("2.5/s", "0.00001/s", "1,000/s")."""
+    return f"{rate:,.6f}".rstrip("0").rstrip(".") + "/s"
+
+
+def limits(settings: QueueSettings) -> list[tuple[str, str, str]]:
+    """A queue's flow-control limits (SPEC 14) as (key, label, shown), "none" for one not set; an
+    unset burst of a set rate shows the size the server then gives the bucket."""
+    rate = settings.rate
+    if settings.burst is not None:
+        burst = count(settings.burst)
+    else:
+        burst = f"{max(1, math.ceil(rate))} (default)" if rate else "none"
+    return [
+        ("max_reserved", "max reserved", count(settings.max_reserved) if settings.max_reserved else "none"),
+        ("rate", "rate", per_second(rate) if rate else "none"),
+        ("burst", "burst", burst),
+        ("group_concurrency", "per group", f"{settings.group_concurrency:,} reserved at once"),
+    ]
 
 
 def short_token(token: str) -> str:

@@ -1,13 +1,13 @@
-"""A queue (GET /ui/queue/{ns}/{queue}): its counts and rates, its next jobs, a job looked up by id;
-pause, resume and destroy (after a confirmation)."""
+"""A queue (GET /ui/queue/{ns}/{queue}): its counts and rates, its flow-control limits, groups in
+flight and delay horizon (SPEC 14), its next jobs, a job looked up by id; pause, resume and destroy
+(after a confirmation), promote a delayed job."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lmstfy_py import ids
-from lmstfy_py.errors import InvalidParameter, NotFound
+from lmstfy_py.errors import NotFound
 from lmstfy_py.types import JobInfo
 from lmstfy_py.web.dashboard import charts, display, render
 
@@ -24,8 +24,7 @@ async def _looked_up(request: Request, ns: str, queue: str) -> tuple[str, JobInf
     job_id = request.query_params.get("job_id", "").strip()
     if not job_id:
         return "", None
-    if not ids.is_acceptable(job_id):
-        raise InvalidParameter("invalid job id")
+    render.job_id_of(job_id)
     try:
         return job_id, await render.store_of(request).peek_job(ns, queue, job_id)
     except NotFound:
@@ -37,6 +36,8 @@ async def show_queue(request: Request) -> Response:
     stats = await store.stats(ns, queue)
     rates = (await render.runtime_of(request).rates.history(pool, only=(ns, queue))).of(ns, queue)
     job_id, info = await _looked_up(request, ns, queue)
+    settings = await store.queue_settings(ns, queue)
+    next_jobs = await store.next_jobs(ns, queue, NEXT_SHOWN)
     context = {
         "ns": ns,
         "queue": queue,
@@ -44,9 +45,14 @@ async def show_queue(request: Request) -> Response:
         "stats": stats,
         "rates": rates,
         "chart": charts.rate_chart(rates, "queue-rates"),
-        "next_jobs": await store.next_jobs(ns, queue, NEXT_SHOWN),
+        "next_jobs": next_jobs,
+        # Ready jobs of groups (SPEC 14) are not in the list next_jobs reads: counted, not listed.
+        "unlisted": max(0, stats.ready - len(next_jobs)) if len(next_jobs) < NEXT_SHOWN else 0,
         # The live tail of the queue's events (SPEC 13) when it records them: an EventSource on the admin twin.
-        "events_kept": (await store.queue_settings(ns, queue)).events,
+        "events_kept": settings.events,
+        "limits": display.limits(settings),
+        "groups_in_flight": await store.groups_in_flight(ns, queue),
+        "due_chart": charts.due_chart(stats.due, "due-chart"),
         "job_id": job_id,
         "info": info,
         "info_data": display.data(info.job.body) if info else None,
@@ -71,6 +77,14 @@ async def resume(request: Request) -> Response:
     return await _set_paused(request, False)
 
 
+async def promote(request: Request) -> Response:
+    """Makes the looked-up delayed job ready now (PUT .../promote's engine call), then shows it again."""
+    (ns, queue), pool = render.queue_of(request), render.pool_of(request)
+    job_id = render.job_id_of((await render.form_of(request)).get("job_id", ""))
+    await render.store_of(request).promote(ns, queue, job_id)
+    return render.back_to(queue_path(ns, queue), pool, "promoted", job_id=job_id)
+
+
 async def destroy(request: Request) -> Response:
     """Drops every ready job of the queue (DELETE /api/{ns}/{q}'s engine call), once confirmed."""
     (ns, queue), pool, store = render.queue_of(request), render.pool_of(request), render.store_of(request)
@@ -84,4 +98,6 @@ async def destroy(request: Request) -> Response:
     return render.back_to(queue_path(ns, queue), pool, "destroyed", dropped)
 
 
-ROUTES = render.page_routes(QUEUE, show_queue, {"pause": pause, "resume": resume, "destroy": destroy})
+ROUTES = render.page_routes(
+    QUEUE, show_queue, {"pause": pause, "resume": resume, "destroy": destroy, "promote": promote}
+)

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from lmstfy_py import ids
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.push import shown
@@ -55,6 +56,7 @@ TEMPLATES.filters.update(
     noun=display.noun,  # {{ n|noun("queue") }}: the word alone, for a count shown apart
     when=display.when,
     ago=display.ago,
+    age=display.age,  # {{ oldest_ready_ms|age }}: "3 m 12 s"
     short_token=display.short_token,
     preview=display.preview,
     urlquery=urlencode,
@@ -102,6 +104,13 @@ def queue_of(request: Request) -> tuple[str, str]:
     ns, queue = request.path_params["ns"], request.path_params["queue"]
     params.check_names(ns, queue)
     return ns, queue
+
+
+def job_id_of(raw: str) -> str:
+    """A job id from a link or a form, refused as the API refuses one."""
+    if not ids.is_acceptable(raw):
+        raise InvalidParameter("invalid job id")
+    return raw
 
 
 async def page(request: Request, template: str, context: Mapping[str, Any], status: int = 200) -> Response:
@@ -189,6 +198,7 @@ NOTICES = {
     "paused": "Queue paused: nothing is delivered from it until it is resumed.",
     "resumed": "Queue resumed.",
     "destroyed": "Queue destroyed: {n} ready {jobs} deleted.",
+    "promoted": "Job promoted: it is ready now, as if it had come due.",
     "respawned": "{n} dead {jobs} respawned.",
     "deleted": "{n} dead {jobs} deleted.",
     "token_deleted": "Token deleted, with its limit.",

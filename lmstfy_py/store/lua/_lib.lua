@@ -113,7 +113,8 @@ local function ensure_wake(wake_key)
 end
 
 -- A queue's settings (SPEC 13, 14) from its settings hash qc/{ns}/q, read ONCE per queue per step
--- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: event() (events),
+-- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: create_job
+-- (keep, when the publish names none), event() (events),
 -- reserve_from_queue and count() (max_reserved, rate), the groups (group_concurrency). A queue with
 -- none set costs that one read, as `events` alone did before. The bucket's state (burst, bt, bts)
 -- is read only for a queue with a rate (fc().tokens). STEP caches what one step reads once: each
@@ -129,9 +130,9 @@ local fc
 local function settings_of(base)
     local s = STEP[base]
     if s == nil then
-        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency')
+        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency', 'keep')
         s = {events = tonumber(f[1]) or 0, max_reserved = tonumber(f[2]) or 0, rate = tonumber(f[3]) or 0,
-            group_concurrency = tonumber(f[4]) or 1}
+            group_concurrency = tonumber(f[4]) or 1, keep = f[5]}
         STEP[base] = s
     end
     return s
@@ -426,7 +427,7 @@ local function create_job(j, q, ns, qname, id, new)
     end
     local keep = new.keep
     if keep == '' then
-        keep = redis.call('HGET', j.settings, 'keep')
+        keep = settings_of(string.sub(j.settings, 4)).keep
     end
     local fields = data_fields(new.data)
     if (tonumber(keep) or 0) > 0 then
@@ -497,10 +498,11 @@ end
 -- scored as the priority set (priority first, then the order it became ready; a release or ttr
 -- puts it ahead of the group's first), its id in gy/{ns}/q scored by when it became ready. The
 -- ring gr/{ns}/q holds the groups with a deliverable job (a ready one and a free slot), scored by
--- turn (meta field gseq); member "" is the turn of the ungrouped jobs (ready list and priority
--- set), put in by a reserve while the ring exists. gs/{ns}/q counts each group's slots in use: a
--- reserved job, or one holding its slot on the timer through a release delay or backoff (field
--- h). Every key is built from the queue's base "{ns}/q"; each goes when empty (a field at 0).
+-- turn (meta field gseq, which exists exactly while the ring does); member "" is the turn of
+-- the ungrouped jobs (ready list and priority set), put in by a reserve while the ring exists.
+-- gs/{ns}/q counts each group's slots in use: a reserved job, or one holding its slot on the
+-- timer through a release delay or backoff (field h). Every key is built from the queue's base
+-- "{ns}/q"; each goes when empty (a field at 0).
 -- The limits: max_reserved: the meta hash's X count is the slots in use. The rate's
 -- token bucket lives in the settings hash: bt tokens (absent: full), bts when they were counted
 -- (ms, Redis's clock); refilled at rate/s up to burst (absent: max(1, ceil(rate))), one token per
@@ -720,7 +722,10 @@ end
 -- token over an empty queue would only wake someone for nothing, so it goes.
 -- Returns how many it reserved (reserve.lua, and pump.lua handing due jobs to waiters).
 local function reserve_from_queue(r, qname, q, want)
-    if paused(q.meta) then
+    -- The meta's gseq exists exactly while the queue has a ring (fc().enqueue, close_ring): read with
+    -- the pause flag, a queue without groups pays no extra read for them.
+    local m = redis.call('HMGET', q.meta, 'paused', 'gseq')
+    if m[1] == '1' then
         return 0
     end
     local base = string.sub(q.meta, 3)
@@ -730,7 +735,7 @@ local function reserve_from_queue(r, qname, q, want)
         want = fl.allowance(s, base, q.meta, want)
     end
     local got = 0
-    local ring = redis.call('EXISTS', 'gr/' .. base) == 1
+    local ring = m[2] ~= false
     local prioritized = not ring and redis.call('EXISTS', q.prio) == 1
     if ring then
         got = fc().reserve(r, qname, q, base, want)

@@ -160,3 +160,19 @@ async def test_destroy_and_purge_drop_the_groups(engine: Engine) -> None:
     await put(engine, "c", "C")
     await engine.purge_namespace(NS)
     assert await namespace_keys(engine) == set()
+
+
+async def test_peek_shows_the_job_the_next_consume_gets_round_the_ring(engine: Engine) -> None:
+    await put(engine, "a0", "A")
+    await put(engine, "a1", "A")
+    await put(engine, "plain", None)
+    await put(engine, "b0", "B")
+    seen = []
+    for _ in range(4):
+        peeked = await engine.peek_queue(NS, Q)
+        [taken] = await take(engine)
+        seen.append((peeked.body.decode(), taken.body.decode()))
+        if taken.body == b"a0":
+            await engine.ack(NS, Q, taken.job_id)  # A's one slot free again for a1
+    assert [peeked for peeked, _ in seen] == [taken for _, taken in seen], seen
+    assert sorted(taken for _, taken in seen) == ["a0", "a1", "b0", "plain"]

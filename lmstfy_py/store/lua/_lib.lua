@@ -817,13 +817,17 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
         return 0
     end
     if state == 'T' or state == 'X' then
+        -- The ZREM first: under maxmemory Redis refuses a script's first write if it may grow
+        -- memory (the counts' HINCRBY), never one after a write that frees some, so an ACK still
+        -- drains a full Redis.
         local member = pack_member(ns, qname, tries, id, state == 'X')
+        local due = state == 'T' and redis.call('ZSCORE', q.timer, member)
+        redis.call('ZREM', q.timer, member)
         if state == 'T' then
-            undelayed(q.meta, redis.call('ZSCORE', q.timer, member))
+            undelayed(q.meta, due)
         else
             count(q.meta, 'X', -1)
         end
-        redis.call('ZREM', q.timer, member)
         if group and (state == 'X' or f[7]) then
             fc().slot_freed(q.meta, group)
         end

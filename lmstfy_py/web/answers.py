@@ -37,8 +37,9 @@ def job_json(job: Job, consumed: bool) -> dict[str, Any]:
 
 
 def job_info_json(info: JobInfo) -> dict[str, Any]:
-    """lmstfy's job object and, beyond lmstfy, where the job is in its life: SPEC 7's fields, and SPEC
-    13's when it ended and a complete's result (an ended job's record; null while the job lives)."""
+    """lmstfy's job object and, beyond lmstfy, where the job is in its life: SPEC 7's fields, SPEC
+    13's when it ended and a complete's result (an ended job's record; null while the job lives), and
+    SPEC 14's group (null without)."""
     return {
         **job_json(info.job, consumed=False),
         "state": info.state,
@@ -48,11 +49,26 @@ def job_info_json(info: JobInfo) -> dict[str, Any]:
         "last_error": shown.optional_reason(info.last_error),
         "result": None if info.result is None else _b64(info.result),
         "finished_ms": info.finished_ms,
+        "group": info.group,
     }
 
 
 def settings_json(ns: str, queue: str, settings: QueueSettings) -> dict[str, Any]:
-    return {"namespace": ns, "queue": queue, "keep": settings.keep_s, "events": settings.events}
+    return {
+        "namespace": ns,
+        "queue": queue,
+        "keep": settings.keep_s,
+        "events": settings.events,
+        "max_reserved": settings.max_reserved,
+        "rate": _number(settings.rate),
+        "burst": settings.burst,
+        "group_concurrency": settings.group_concurrency,
+    }
+
+
+def _number(value: float) -> int | float:
+    # A rate of 10 reads as it was given, 10, not 10.0.
+    return int(value) if value.is_integer() else value
 
 
 def published(result: Published) -> Response:
@@ -106,6 +122,13 @@ def stats_json(ns: str, queue: str, stats: QueueStats) -> dict[str, Any]:
         "reserved": stats.reserved,
         "dead": stats.dead,
         "paused": stats.paused,
+        "oldest_ready_ms": stats.oldest_ready_ms,
+        "due": {
+            "1m": stats.due.within_1m,
+            "1h": stats.due.within_1h,
+            "1d": stats.due.within_1d,
+            "later": stats.due.later,
+        },
     }
 
 

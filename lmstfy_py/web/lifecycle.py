@@ -1,7 +1,8 @@
 """Beyond lmstfy (SPEC section 7), on the data plane: a worker's verbs on the job it reserved
-(release, touch, bury), a queue's stats and pause, and its dead letter job by job.
+(release, touch, bury), a delayed job's promote (SPEC 14), a queue's stats and pause, and its dead
+letter job by job.
 
-The dead letter by id and pause are on the admin port too (web/admin/ops.py), with the same
+The dead letter by id, promote and pause are on the admin port too (web/admin/ops.py), with the same
 answers: the functions taking a store serve both.
 """
 
@@ -52,6 +53,18 @@ async def bury(request: Request) -> Response:
     target = await target_of(request)
     await target.store.bury(target.ns, target.queue, job_id_of(request), params.reason(request.query_params))
     return message("buried")
+
+
+async def promote_job(store: JobStore, ns: str, queue: str, job_id: str) -> Response:
+    """A delayed job ready now, as if it had come due (SPEC 14): the data route and its admin twin."""
+    await store.promote(ns, queue, job_id)
+    return message("promoted")
+
+
+async def promote(request: Request) -> Response:
+    """PUT .../job/{id}/promote: 409 for a job that is not delayed, 404 for none."""
+    target = await target_of(request)
+    return await promote_job(target.store, target.ns, target.queue, job_id_of(request))
 
 
 # -- a queue -------------------------------------------------------------------------------
@@ -129,6 +142,7 @@ ROUTES = [
     route(JOB + "/release", "PUT", release),
     route(JOB + "/touch", "PUT", touch),
     route(JOB + "/bury", "PUT", bury),
+    route(JOB + "/promote", "PUT", promote),
     route("/api/{ns}/{queue}/stats", "GET", stats),
     route("/api/{ns}/{queue}/pause", "PUT", pause),
     route("/api/{ns}/{queue}/pause", "DELETE", resume),

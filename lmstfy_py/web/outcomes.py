@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.store.jobstore import JobStore
-from lmstfy_py.types import SettingsChange
 from lmstfy_py.web import outcome_params, params
 from lmstfy_py.web.answers import job_info_json, message, settings_json
 from lmstfy_py.web.middleware import route
@@ -34,9 +33,8 @@ async def show_settings(store: JobStore, ns: str, queue: str) -> Response:
 async def change_settings(
     store: JobStore, ns: str, queue: str, query: QueryParams, also_allowed: Collection[str]
 ) -> Response:
-    """PUT ...settings?keep=S&events=N: those given, checked whole first (a refused PUT changes nothing)."""
-    change = outcome_params.settings_change(query, also_allowed)
-    settings = await store.set_queue_settings(ns, queue, SettingsChange(keep_s=change.keep_s, events=change.events))
+    """PUT ...settings?keep=S&rate=R...: those given, checked whole first (a refused PUT changes nothing)."""
+    settings = await store.set_queue_settings(ns, queue, outcome_params.settings_change(query, also_allowed))
     return JSONResponse(settings_json(ns, queue, settings))
 
 

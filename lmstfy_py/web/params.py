@@ -110,6 +110,7 @@ class PublishOptions:
     unique_for_ms: int = 0
     backoff: Backoff | None = None
     keep_s: int | None = None  # None: the queue's keep setting
+    group: str | None = None  # SPEC 14: delivered in order, group_concurrency at a time
 
     def job(self, body: bytes, attributes: dict[str, str] | None, job_id: str | None = None) -> NewJob:
         return NewJob(
@@ -123,6 +124,7 @@ class PublishOptions:
             unique_for_ms=self.unique_for_ms,
             backoff=self.backoff,
             keep_s=self.keep_s,
+            group=self.group,
         )
 
 
@@ -139,16 +141,27 @@ def publish_options(query: QueryParams, defaults: Defaults) -> PublishOptions:
     priority = uint(query, "priority", 0, MAX_PRIORITY)
     chosen_backoff = backoff(query)
     keep_s = keep(query)
+    chosen_group = group(query)
     # Our own rules between values come after every value's form (lmstfy's ttl/delay one stays where lmstfy has it).
     if unique_for_ms and not job_ids:
         raise InvalidParameter("unique_for needs a job_id: an id made by the server is never reused")
-    return PublishOptions(delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, chosen_backoff, keep_s)
+    return PublishOptions(
+        delay_ms, ttl_ms, tries, priority, job_ids, unique_for_ms, chosen_backoff, keep_s, chosen_group
+    )
 
 
 def keep(query: QueryParams) -> int | None:
     """`keep=S`: seconds the job's record outlives its end; None when not given (the queue's setting)."""
     found = uint(query, "keep", -1, MAX_KEEP_S)  # -1: absent (one look-up on publish's hot path)
     return None if found < 0 else found
+
+
+def group(query: QueryParams) -> str | None:
+    """`group=KEY` (SPEC 14): the job's group, named as a business id is (1..128 of [-_.:A-Za-z0-9])."""
+    text = _first(query, "group")
+    if text is not None and not ids.is_acceptable(text):
+        raise InvalidParameter("invalid group")
+    return text
 
 
 def business_ids(query: QueryParams) -> tuple[str, ...]:

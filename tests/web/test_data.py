@@ -248,6 +248,7 @@ async def test_peek_job(api: Api) -> None:
         # Beyond lmstfy, SPEC 13: set once it ended (tests/web/test_outcomes.py).
         "result": None,
         "finished_ms": None,
+        "group": None,  # SPEC 14 (tests/web/test_flow.py)
     }
     response = await api.get(f"/job/{ids.new_job_id(0)}")
     assert (response.status_code, response.json()) == (404, {"error": "job not found"})

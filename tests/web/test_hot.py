@@ -158,6 +158,11 @@ PUBLISHES = {
     "keep 0": _publish({"keep": 0}),
     "big keep": _publish({"keep": 2592001}),
     "bad keep": _publish({"keep": "1h"}),
+    "group": _publish({"group": "order-42.a:b_c"}),
+    "group and options": _publish({"group": "g", "priority": 3, "delay": 0, "keep": 0}),
+    "empty group": _publish({"group": ""}),
+    "bad group": _publish({"group": "b@d"}),
+    "long group": _publish({"group": "g" * 129}),
     "oversize body": _publish(body=BIG),
     "empty body": _publish(body=b""),
 }
@@ -306,6 +311,7 @@ FALLING_THROUGH = [
     ("DELETE", f"/api/{NS}/q/jobs/"),
     ("DELETE", f"/api/{NS}/q/other/a"),
     ("GET", f"/api/{NS}/q/job/a"),
+    ("PUT", f"/api/{NS}/q/job/a/promote"),
     ("GET", "/api/"),
     ("GET", "/nothing"),
 ]

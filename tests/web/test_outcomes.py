@@ -15,6 +15,7 @@ from tests.web.conftest import Api, MakeToken, auth
 
 MAX_KEEP = 2592000
 BIG = b"x" * ((1 << 20) + 1)
+FLOW = {"max_reserved": 0, "rate": 0, "burst": None, "group_concurrency": 1}  # SPEC 14's settings, unset
 
 
 def refusal(response: httpx.Response) -> tuple[int, Any]:
@@ -50,16 +51,25 @@ async def reserved(api: Api, **query: Any) -> str:
 
 
 async def test_settings_default_to_lmstfys_and_need_no_job(api: Api) -> None:
-    assert await settings(api, "never-used") == {"namespace": "ns", "queue": "never-used", "keep": 0, "events": 0}
+    assert await settings(api, "never-used") == {
+        "namespace": "ns",
+        "queue": "never-used",
+        "keep": 0,
+        "events": 0,
+        **FLOW,
+    }
 
 
 async def test_put_settings_sets_those_given_and_answers_them_all(api: Api) -> None:
     response = await put_settings(api, keep=60)
-    assert (response.status_code, response.json()) == (200, {"namespace": "ns", "queue": "q", "keep": 60, "events": 0})
+    assert (response.status_code, response.json()) == (
+        200,
+        {"namespace": "ns", "queue": "q", "keep": 60, "events": 0, **FLOW},
+    )
     response = await put_settings(api, events=1000)
-    assert response.json() == {"namespace": "ns", "queue": "q", "keep": 60, "events": 1000}
+    assert response.json() == {"namespace": "ns", "queue": "q", "keep": 60, "events": 1000, **FLOW}
     response = await put_settings(api, keep=MAX_KEEP, events=0)
-    assert response.json() == {"namespace": "ns", "queue": "q", "keep": MAX_KEEP, "events": 0}
+    assert response.json() == {"namespace": "ns", "queue": "q", "keep": MAX_KEEP, "events": 0, **FLOW}
     assert await settings(api) == response.json()
     assert (await api.client.delete("/api/ns/q", headers=api.headers)).status_code == 204
     assert (await settings(api))["keep"] == MAX_KEEP  # destroy keeps them
@@ -79,7 +89,7 @@ async def test_a_refused_settings_put_names_its_fault_and_changes_nothing(api: A
     ]
     for query, error in cases:
         assert refusal(await put_settings(api, **query)) == (400, {"error": error}), query
-    assert await settings(api) == {"namespace": "ns", "queue": "q", "keep": 5, "events": 7}
+    assert await settings(api) == {"namespace": "ns", "queue": "q", "keep": 5, "events": 7, **FLOW}
 
 
 async def test_settings_take_the_namespaces_token(data: httpx.AsyncClient, api: Api, make_token: MakeToken) -> None:
@@ -100,7 +110,10 @@ async def test_settings_take_the_namespaces_token(data: httpx.AsyncClient, api: 
 
 async def test_the_admin_twin_shows_and_sets_the_same_settings(admin: httpx.AsyncClient, api: Api) -> None:
     response = await admin.put("/queues/ns/q/settings", params={"keep": 30, "pool": "default"})
-    assert (response.status_code, response.json()) == (200, {"namespace": "ns", "queue": "q", "keep": 30, "events": 0})
+    assert (response.status_code, response.json()) == (
+        200,
+        {"namespace": "ns", "queue": "q", "keep": 30, "events": 0, **FLOW},
+    )
     assert (await admin.get("/queues/ns/q/settings")).json() == await settings(api)
     assert refusal(await admin.put("/queues/ns/q/settings", params={"token": "t"})) == (
         400,

@@ -334,6 +334,8 @@ async def test_a_jobs_state_through_its_life(api: Api) -> None:
         "reserved": 0,
         "dead": 1,
         "paused": False,
+        "oldest_ready_ms": None,
+        "due": {"1m": 0, "1h": 0, "1d": 0, "later": 0},
     }
     await api.client.delete("/api/ns/q/deadletter/job/" + job_id, headers=api.headers)
     assert (await api.get(f"/job/{job_id}")).status_code == 404

@@ -152,6 +152,12 @@ async def resume(request: Request) -> Response:
     return await lifecycle.pause_queue(engine, ns, queue, paused=False)
 
 
+async def promote(request: Request) -> Response:
+    """An operator's promote of a delayed job (SPEC 14 gives it only to the data plane)."""
+    engine, ns, queue = _queue_target(request)
+    return await lifecycle.promote_job(engine, ns, queue, job_id_of(request))
+
+
 # -- job outcomes (SPEC 13) ---------------------------------------------------------
 
 
@@ -212,6 +218,7 @@ ROUTES: list[BaseRoute] = [
     route("/queues/{ns}/{queue}/settings", "GET", get_settings),
     route("/queues/{ns}/{queue}/settings", "PUT", put_settings),
     route("/queues/{ns}/{queue}/job/{job_id}", "GET", look_up_job),
+    route("/queues/{ns}/{queue}/job/{job_id}/promote", "PUT", promote),
     route("/queues/{ns}/{queue}/events", "GET", queue_events),
     route("/accesslog", "GET", get_access_log),
     route("/accesslog", "POST", set_access_log),

@@ -120,7 +120,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         created = now if job.job_id else 0
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
         fields = (data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms)
-        args = contract.PublishArgs(*fields, backoff, keep, (replaces,) if replaces else ())
+        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", (replaces,) if replaces else ())
         return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------
@@ -357,9 +357,11 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         call_keys = contract.StatsKeys(
             keys.ready(ns, queue), keys.priority(ns, queue), keys.dead(ns, queue), keys.meta(ns, queue)
         )
-        counts = await self.scripts.stats(self.script_client, call_keys, contract.NoArgs())
+        counts = await self.scripts.stats(self.script_client, call_keys, contract.StatsArgs(keys.job(ns, queue, "")))
         ready = counts.ready if self.layout is None else counts.ready + await self.layout.ready_count(ns, queue)
-        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused))
+        due = await self.due_buckets(ns, queue, counts.delayed)
+        oldest = replies.oldest_ready_ms(counts) if ready else None
+        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused), oldest, due)
 
     async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
         """Whether a publish with this job id would be a duplicate here: its job lives, or its unique_for lasts."""

@@ -173,8 +173,18 @@ class EngineBase:
             total, left = total + chunk.done, chunk.left
         return total
 
+    async def _groups(self, ns: str, queue: str) -> list[str]:
+        """The queue's groups that may hold a ready job: those with a turn in the ring, or a slot in use
+        (a group with a ready job and a free slot has a turn)."""
+        ring = await self.redis.zrange(keys.group_ring(ns, queue), 0, -1)
+        slots = await self.redis.hkeys(keys.group_slots(ns, queue))
+        return sorted({bytes(name).decode() for name in (*ring, *slots)} - {""})
+
     async def _destroy_ours(self, ns: str, queue: str, record: bool = True) -> int:
         """Drops every ready job of the queue in our layout with its data; how many were dropped."""
         prio, ready, wake = keys.priority(ns, queue), keys.ready(ns, queue), keys.wake(ns, queue)
-        dropped = await self._drain(DestroyKeys(prio, wake), "z", ns, queue, record)
+        dropped = 0
+        for group in await self._groups(ns, queue):
+            dropped += await self._drain(DestroyKeys(keys.group_ready(ns, queue, group), wake), "g", ns, queue, record)
+        dropped += await self._drain(DestroyKeys(prio, wake), "z", ns, queue, record)
         return dropped + await self._drain(DestroyKeys(ready, wake), "l", ns, queue, record)

@@ -12,25 +12,43 @@ wake lists of several queues of one namespace at once.
 |                  |        | reserved, D dead); t: the tries packed in its element; c:    |
 |                  |        | created ms (only for an id the engine did not make: ours     |
 |                  |        | tell it); p priority; a attempts; e last error; k died ms;   |
-|                  |        | b backoff "base:max"; u unique_for ms; K keep s. PEXPIRE =   |
-|                  |        | ttl. An ended job with a keep stays K s (PEXPIRE) as a       |
+|                  |        | b backoff "base:max"; u unique_for ms; K keep s; g group;    |
+|                  |        | h 1 while a grouped job holds its slot on the timer (release |
+|                  |        | delay, backoff); y ms since when it is ready, when that is   |
+|                  |        | later than its publish (SPEC 14). PEXPIRE = ttl (a grouped   |
+|                  |        | job's + 60 s: the pump ends it, freeing its group's slot).   |
+|                  |        | An ended job with a keep stays K s (PEXPIRE) as a            |
 |                  |        | record: s C completed, E expired, L deleted; f ended ms; r   |
 |                  |        | the complete's result. No element points at a record.        |
 | r/{ns}/q         | list   | ready elements of priority 0, packed (tries, id); LPUSH in,  |
 |                  |        | RPOP out (lmstfy's layout)                                   |
 | rp/{ns}/q        | zset   | ready elements of priority > 0; score (256-p)*2^44 + seq     |
-| n/{ns}/q         | hash   | T delayed and X reserved counts, seq, paused                 |
+| n/{ns}/q         | hash   | T delayed and X reserved counts, seq, paused; gseq: the      |
+|                  |        | ring's last turn (while the queue has a ring)                |
 | u/{ns}/q/id      | string | tombstone: the id of an ended job stays taken (unique_for)   |
 | d/{ns}/q         | list   | dead letter, packed (tries, id); oldest at the tail          |
 | t/{ns}           | zset   | timer: packed (ns, q, tries, id) + "X" for a reservation,    |
 |                  |        | score = due time in ms; + "E" (tries 0): when a job with a   |
 |                  |        | keep and a ttl expires, leaving its record (lua/_lib.lua's   |
 |                  |        | set_ttl builds it from the job key; its hash lives ttl+keep) |
+|                  |        | + "W" (tries 0, id ""): a queue held back by its rate has its|
+|                  |        | next token then (the pump wakes the queue; SPEC 14)          |
 | w/{ns}/q         | list   | at most one wake token for long-polling consumers            |
 | qs/{ns}          | set    | the queue names ever published to in the namespace           |
 | qc/{ns}/q        | hash   | the queue's settings (SPEC 13): keep (s), events; absent = 0;|
-|                  |        | configuration: kept through destroy and a namespace's purge; |
-|                  |        | eseq: the last event's number (ev/{ns}/q's ids count them)   |
+|                  |        | SPEC 14: max_reserved, rate (decimal text), burst (absent:   |
+|                  |        | unset), group_concurrency (absent: 1); configuration: kept   |
+|                  |        | through destroy and a namespace's purge; eseq: the last      |
+|                  |        | event's number (ev/{ns}/q's ids count them); bt, bts: the    |
+|                  |        | rate's token bucket (tokens, when counted ms; absent: full)  |
+| gq/{ns}/q/group  | zset   | a group's ready elements, scored as rp/{ns}/q; a release or  |
+|                  |        | ttr puts one ahead of the first (score first - 1)            |
+| gr/{ns}/q        | zset   | the ring: groups holding a deliverable job (a ready one and a|
+|                  |        | free slot), score = turn; "" = the ungrouped jobs' turn;     |
+|                  |        | deleted when no group is left in it                         |
+| gs/{ns}/q        | hash   | group -> slots in use (reserved, or held on the timer: h)    |
+| gy/{ns}/q        | zset   | grouped ready job id -> ms since when it is ready            |
+| dd/{ns}/q        | hash   | due second -> delayed jobs due then (stats' due buckets)     |
 | ev/{ns}/q        | stream | the queue's last `events` events, ids "<eseq>-0": k kind, e  |
 |                  |        | the JSON sent (lua/_lib.lua's event builds the key from the  |
 |                  |        | job's key j/{ns}/q/id; store/events.py reads it)             |

@@ -6,7 +6,7 @@ from typing import Any
 
 from lmstfy_py import ids
 from lmstfy_py.errors import Conflict, NotFound
-from lmstfy_py.store.contracts.jobs import JobState, NextJob, Outcome, Reserved
+from lmstfy_py.store.contracts.jobs import Counts, JobState, NextJob, Outcome, Reserved
 from lmstfy_py.store.engine_base import as_int, as_text, ttl_seconds
 from lmstfy_py.store.jobdata import decode_data
 from lmstfy_py.types import Job, JobInfo, JobStateName
@@ -51,7 +51,18 @@ def job_info(ns: str, queue: str, job_id: str, f: JobState) -> JobInfo:
     state = _STATES.get(f.state, "delayed")
     result = None if f.result is None else bytes(f.result)
     priority, error = as_int(f.priority) or 0, as_text(f.error)
-    return JobInfo(job, state, as_int(f.due), priority, error, as_int(f.died), result, as_int(f.finished))
+    group = as_text(f.group)
+    return JobInfo(job, state, as_int(f.due), priority, error, as_int(f.died), result, as_int(f.finished), group)
+
+
+def oldest_ready_ms(counts: Counts) -> int | None:
+    """Since when the queue's longest-waiting ready job is ready (stats.lua's candidates): a job's field
+    y when it became ready after its publish, else when it was created."""
+    found = [int(counts.grouped_since)] if counts.grouped_since is not None else []
+    for c in counts.candidates:
+        since = as_int(c.since)
+        found.append(since if since is not None else (created_ms(c.job_id.decode(), c.created) or 0))
+    return min(found, default=None)
 
 
 def checked(outcome: Outcome) -> Outcome:
@@ -60,4 +71,6 @@ def checked(outcome: Outcome) -> Outcome:
         raise NotFound("job not found")
     if outcome.status == b"not reserved":
         raise Conflict("job is not reserved")
+    if outcome.status == b"not delayed":
+        raise Conflict("job is not delayed")
     return outcome

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import astuple
 
-from lmstfy_py.store.engine import Engine
+from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Job, NewJob, QueueSettings, SettingsChange
+from lmstfy_py.types import DueBuckets, Job, NewJob, QueueSettings, SettingsChange
 
 NS, Q = "ns1", "q1"
 
@@ -85,3 +86,29 @@ async def test_rate_gives_the_burst_then_a_token_at_a_time_and_wakes_when_one_is
     assert len(await take(engine, 10)) == 2  # the whole tokens there, no more
     await engine.set_queue_settings(NS, Q, SettingsChange(rate="0"))
     assert len(await take(engine, 20)) == 20 - 6
+
+
+async def test_stats_tell_since_when_the_oldest_ready_job_waits_and_the_due_buckets(engine: Engine) -> None:
+    assert (await engine.stats(NS, Q)).oldest_ready_ms is None
+    before = now_ms()
+    await engine.publish(NS, Q, NewJob(b"p", priority=3, tries=3))
+    published = (await engine.stats(NS, Q)).oldest_ready_ms
+    assert published is not None and before <= published <= now_ms()
+    due = (await engine.publish(NS, Q, NewJob(b"due", delay_ms=2 * 3_600_000))).job_id
+    for delay_ms in (30_000, 1_800_000, 5 * 3_600_000, 3 * 86_400_000):
+        await engine.publish(NS, Q, NewJob(b"d", delay_ms=delay_ms))
+    await engine.publish(NS, Q, NewJob(b"x", tries=3))
+    [held] = await take(engine, 1)  # the priority job: what is ready now is "x", published after it
+    assert held.body == b"p"
+    assert (await engine.stats(NS, Q)).oldest_ready_ms >= published  # type: ignore[operator]
+    await engine.release(NS, Q, held.job_id, 90_000, "later")  # a release delay counts as delayed
+    stats = await engine.stats(NS, Q)
+    assert (stats.delayed, stats.due) == (6, DueBuckets(within_1m=1, within_1h=2, within_1d=2, later=1))
+    [x] = await take(engine, 1)
+    promoted = now_ms()
+    await engine.promote(NS, Q, due)  # ready since now, as if it came due
+    came_due = (await engine.stats(NS, Q)).oldest_ready_ms
+    assert came_due is not None and promoted <= came_due <= now_ms()
+    await engine.release(NS, Q, x.job_id, 0, "again")  # ready again now: "due" is still the oldest
+    stats = await engine.stats(NS, Q)
+    assert (stats.oldest_ready_ms, stats.ready, stats.delayed, sum(astuple(stats.due))) == (came_due, 2, 5, 5)

@@ -14,6 +14,7 @@ import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -26,11 +27,21 @@ from lmstfy_py.errors import Conflict, NotFound
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.schedules import Schedule
 from lmstfy_py.store import keys, migration, pools
-from lmstfy_py.store.engine import Engine, EngineObserver
+from lmstfy_py.store.engine import Engine, EngineObserver, now_ms
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import DeadLetterHead, Event, Gap, Job, NewJob, QueueSettings, QueueStats, SettingsChange
+from lmstfy_py.types import (
+    DeadLetterHead,
+    DueBuckets,
+    Event,
+    Gap,
+    Job,
+    NewJob,
+    QueueSettings,
+    QueueStats,
+    SettingsChange,
+)
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
 
@@ -310,10 +321,15 @@ async def test_the_worker_verbs_act_where_the_job_lives(migrating: MigrationEngi
 
 
 async def test_stats_add_up_and_pause_acts_on_both_pools(migrating: MigrationEngine, old: Engine, new: Engine) -> None:
+    first = now_ms()
     await old.publish(NS, Q, NewJob(b"old"))
     await migrating.publish(NS, Q, NewJob(b"new"))
     await migrating.publish(NS, Q, NewJob(b"later", delay_ms=60_000))
-    assert await migrating.stats(NS, Q) == QueueStats(ready=2, delayed=1, reserved=0, dead=0, paused=False)
+    # SPEC 14's fields too: the older pool's ready job is the oldest; the delayed one is due within 1 min.
+    oldest = (await old.stats(NS, Q)).oldest_ready_ms
+    assert oldest is not None and first <= oldest <= now_ms()
+    counts = QueueStats(ready=2, delayed=1, reserved=0, dead=0, paused=False)
+    assert await migrating.stats(NS, Q) == replace(counts, oldest_ready_ms=oldest, due=DueBuckets(within_1m=1))
     await migrating.pause(NS, Q, True)
     assert (await old.stats(NS, Q)).paused and (await new.stats(NS, Q)).paused
     assert await consume_one(migrating) is None

@@ -22,6 +22,7 @@ class Scripts:
     job_state = jobs.JOB_STATE
     size = jobs.SIZE
     stats = jobs.STATS
+    promote = jobs.PROMOTE
     pause = jobs.PAUSE
     lmstfy_reserve = jobs.LMSTFY_RESERVE
     destroy = upkeep.DESTROY

@@ -43,6 +43,7 @@ class PublishArgs(NamedTuple):
     unique_for: int
     backoff: str
     keep: Arg
+    group: str
     replaces: tuple[str, ...]
 
 
@@ -275,6 +276,7 @@ class JobState(NamedTuple):
     due: Any
     result: Any
     finished: Any
+    group: Any
 
 
 JOB_STATE = store_step("job_state", VerbKeys, JobStateArgs, optional(JobState._make))
@@ -287,15 +289,56 @@ class StatsKeys(NamedTuple):
     meta: str
 
 
+class StatsArgs(NamedTuple):
+    prefix: str
+
+
+class ReadySince(NamedTuple):
+    """A ready job that may be the queue's longest-waiting (stats.lua's candidates)."""
+
+    job_id: bytes
+    since: Any  # field y: when it became ready after its publish; None: at its publish
+    created: Any  # field c; None: its id tells
+
+
 class Counts(NamedTuple):
     ready: int
     delayed: int
     reserved: int
     dead: int
     paused: int
+    grouped_since: Any  # the oldest grouped ready job's ready-since ms; None: none
+    candidates: list[ReadySince]
 
 
-STATS = store_step("stats", StatsKeys, NoArgs, Counts._make)
+def _counts(reply: list[Any]) -> Counts:
+    ready, delayed, reserved, dead, paused, grouped_since, candidates = reply
+    return Counts(ready, delayed, reserved, dead, paused, grouped_since, _ready_since(candidates))
+
+
+_ready_since = rows(ReadySince._make, len(ReadySince._fields))
+
+
+STATS = store_step("stats", StatsKeys, StatsArgs, _counts)
+
+
+class PromoteKeys(NamedTuple):
+    job: str
+    timer: str
+    ready: str
+    priority: str
+    wake: str
+    meta: str
+
+
+class PromoteArgs(NamedTuple):
+    namespace: str
+    queue: str
+    job_id: str
+    now: int
+
+
+PROMOTE = store_step("promote", PromoteKeys, PromoteArgs, _outcome)
 
 
 class PauseKeys(NamedTuple):

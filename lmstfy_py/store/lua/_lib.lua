@@ -7,11 +7,13 @@
 -- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
--- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13).
+-- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1
+-- while a grouped job holds its group's slot on the timer, y ms since when it is ready (when
+-- later than its publish) (SPEC 14; see groups() and flow()).
 -- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
 -- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
--- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's FIFO
--- counter), paused ("1" while paused).
+-- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's and the
+-- groups' FIFO counter), paused ("1" while paused), gseq (the group ring's last turn).
 
 local PRIORITY_STEP = 17592186044416 -- 2^44: a priority set score is (256 - priority) * 2^44 + seq
 
@@ -149,10 +151,22 @@ local function count(meta, field, delta)
     end
 end
 
+-- Groups (SPEC 14), made only by a step that meets a grouped job or a queue with a ring (as
+-- outcomes()); defined below reserve_element, which they use.
+local groups
+
 -- Makes a job ready: into its queue's ready list (priority 0, lmstfy's layout), or by priority
 -- into the queue's priority set, FIFO among equal priorities; wakes a long-poll unless paused.
+-- `since` (ms): when it becomes ready later than its publish (due, release, ttr, promote,
+-- respawn), kept as field y for stats' oldest_ready_ms; nil at publish (its creation tells).
+-- A job of a `group` (false/nil: none) goes to its group instead (groups().push; `front`: a
+-- release or ttr making it ready again, ahead of its group's others).
 -- q = {ready, prio, wake, meta}
-local function push_ready(job_key, q, tries, id, priority)
+local function push_ready(job_key, q, tries, id, priority, since, group, front)
+    if group then
+        groups().push(job_key, q, tries, id, priority, since, group, front)
+        return
+    end
     local element = pack_element(tries, id)
     if priority > 0 then
         local seq = redis.call('HINCRBY', q.meta, 'seq', 1)
@@ -160,9 +174,22 @@ local function push_ready(job_key, q, tries, id, priority)
     else
         redis.call('LPUSH', q.ready, element)
     end
-    redis.call('HSET', job_key, 's', 'R', 't', tries)
+    if since then
+        redis.call('HSET', job_key, 's', 'R', 't', tries, 'y', since)
+    else
+        redis.call('HSET', job_key, 's', 'R', 't', tries)
+    end
     if not paused(q.meta) then
         ensure_wake(q.wake)
+    end
+end
+
+-- The queue's delayed jobs by due second (hash dd/{ns}/q, built from its meta key n/{ns}/q):
+-- second -> how many, kept wherever the meta's T count changes, for stats' due buckets.
+local function due_second(meta, due, delta)
+    local key, second = 'dd/' .. string.sub(meta, 3), math.floor(due / 1000)
+    if redis.call('HINCRBY', key, second, delta) <= 0 then
+        redis.call('HDEL', key, second)
     end
 end
 
@@ -171,6 +198,15 @@ local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
     redis.call('ZADD', timer, due, pack_member(ns, qname, tries, id, false))
     redis.call('HSET', job_key, 's', 'T', 't', tries)
     count(meta, 'T', 1)
+    due_second(meta, due, 1)
+end
+
+-- A delayed job's member (due at `due`) left the timer: its counts go.
+local function undelayed(meta, due)
+    count(meta, 'T', -1)
+    if due then
+        due_second(meta, tonumber(due), -1)
+    end
 end
 
 -- Whether a job's state (field s) is a record's: the job ended and is only kept (SPEC 13).
@@ -180,11 +216,13 @@ end
 
 -- A live job's ttl left (ms, PTTL's: -1 forever) given its keep (field K): a job with a keep
 -- and a ttl lives its keep longer (set_ttl); a record's is its keep left.
-local function ttl_left(job_key, keep, record)
+local GROUP_GRACE_MS = 60000 -- a grouped job's hash outlives its ttl by this much (set_ttl)
+
+local function ttl_left(job_key, keep, record, grouped)
     local pttl = redis.call('PTTL', job_key)
-    keep = tonumber(keep) or 0
-    if keep > 0 and pttl > 0 and not record then
-        return math.max(pttl - keep * 1000, 1)
+    local extra = (tonumber(keep) or 0) * 1000 + (grouped and GROUP_GRACE_MS or 0)
+    if extra > 0 and pttl > 0 and not record then
+        return math.max(pttl - extra, 1)
     end
     return pttl
 end
@@ -204,7 +242,7 @@ local function outcomes()
 
     -- One job's fields as job_state.lua answers them (see there), false where absent.
     function o.state_reply(job_key, timer, ns, qname, id)
-        local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K')
+        local f = redis.call('HMGET', job_key, 'd', 't', 's', 'p', 'a', 'e', 'k', 'c', 'd2', 'r', 'f', 'K', 'g')
         if not f[1] then
             return nil
         end
@@ -212,10 +250,10 @@ local function outcomes()
         if f[3] == 'T' or f[3] == 'X' then
             due = redis.call('ZSCORE', timer, pack_member(ns, qname, tonumber(f[2]), id, f[3] == 'X')) or false
         end
-        local pttl = ttl_left(job_key, f[12], is_record(f[3]))
+        local pttl = ttl_left(job_key, f[12], is_record(f[3]), f[13])
         return {read_data(job_key, f[1], f[9]), pttl, tonumber(f[2]), f[3] or false,
             f[4] or false, f[5] or false, f[6] or false, f[7] or false, f[8] or false, due, f[10] or false,
-            f[11] or false}
+            f[11] or false, f[13] or false}
     end
 
     -- Tells a job's waiters that it ended, with its fields as they are now (state_reply, whose
@@ -286,18 +324,20 @@ end
 
 -- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
 -- expires then, as lmstfy's. With a keep (s) it lives that much longer, and its expiry member on
--- the timer has the pump end it then as expired, leaving its record (pump.lua). Returns whether
--- it made an expiry member.
-local function set_ttl(job_key, id, ttl, keep)
+-- the timer has the pump end it then as expired, leaving its record (pump.lua). A grouped job
+-- too, its hash living GROUP_GRACE_MS longer: a hash that vanished by PEXPIRE would leave its
+-- group's slot or ready element behind; the pump ends it through remove_job, which frees them.
+-- Returns whether it made an expiry member.
+local function set_ttl(job_key, id, ttl, keep, grouped)
     keep = tonumber(keep) or 0
     if ttl <= 0 then
         return false
     end
-    if keep <= 0 then
+    if keep <= 0 and not grouped then
         redis.call('PEXPIRE', job_key, ttl)
         return false
     end
-    redis.call('PEXPIRE', job_key, ttl + keep * 1000)
+    redis.call('PEXPIRE', job_key, ttl + keep * 1000 + (grouped and GROUP_GRACE_MS or 0))
     local o = outcomes()
     local timer, member = o.expiry_member(job_key, id)
     redis.call('ZADD', timer, o.now_ms() + ttl, member)
@@ -346,10 +386,13 @@ end
 -- its id stays taken. `now` may be nil (the step has no clock argument): Redis's TIME then.
 local ENDS = {C = 'completed', E = 'expired', L = 'deleted'}
 
-local function finish(job_key, id, final, now, result, keep, unique_for)
+local function finish(job_key, id, final, now, result, keep, unique_for, grouped)
     keep = tonumber(keep) or 0
     event(job_key, ENDS[final])
     local waiting = waited_for(job_key)
+    if grouped and keep <= 0 then -- its expiry member (set_ttl) goes with it
+        redis.call('ZREM', outcomes().expiry_member(job_key, id))
+    end
     if keep <= 0 and not waiting then -- lmstfy's end: gone at once
         redis.call('DEL', job_key)
         ended(job_key, unique_for)
@@ -376,7 +419,7 @@ end
 -- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
 -- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
 -- created (ms; 0: the job id tells, no field c is kept), priority, unique_for (ms), backoff
--- ("base:max" or ""), keep (s; "" = the queue's setting)}. Returns 1 (2: it has an expiry
+-- ("base:max" or ""), keep (s; "" = the queue's setting), group (nil: none)}. Returns 1 (2: it has an expiry
 -- member on the timer, see set_ttl), or 0 when a job with this id is alive in the queue or its
 -- id is still taken (unique_for): nothing is stored. A record of an ended job with this id is
 -- replaced (it holds no id).
@@ -401,6 +444,10 @@ local function create_job(j, q, ns, qname, id, new)
         fields[#fields + 1] = 'c'
         fields[#fields + 1] = new.created
     end
+    if new.group then
+        fields[#fields + 1] = 'g'
+        fields[#fields + 1] = new.group
+    end
     redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)
@@ -408,7 +455,7 @@ local function create_job(j, q, ns, qname, id, new)
     if new.backoff ~= '' then
         redis.call('HSET', j.key, 'b', new.backoff)
     end
-    local expires = set_ttl(j.key, id, new.ttl, keep)
+    local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
     if new.unique_for > 0 then
         redis.call('HSET', j.key, 'u', new.unique_for)
         if new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
@@ -419,7 +466,7 @@ local function create_job(j, q, ns, qname, id, new)
     if new.due > 0 then
         push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due)
     else
-        push_ready(j.key, q, new.tries, id, new.priority)
+        push_ready(j.key, q, new.tries, id, new.priority, nil, new.group)
     end
     event(j.key, 'published', nil, new.priority, 0)
     return expires and 2 or 1
@@ -432,7 +479,7 @@ end
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K', 'g')
     if not fields[1] or is_record(fields[4]) then -- expired, or ended and kept: a stale element
         return false
     end
@@ -446,11 +493,166 @@ local function reserve_element(r, qname, q, element)
     out[base + 1] = qname
     out[base + 2] = id
     out[base + 3] = read_data(job, fields[1], fields[3])
-    out[base + 4] = ttl_left(job, fields[5])
+    out[base + 4] = ttl_left(job, fields[5], false, fields[6])
     out[base + 5] = remain
     out[base + 6] = attempts
     out[base + 7] = fields[2] or false
     return true
+end
+
+-- Groups (SPEC 14). A grouped job (field g) ready waits in its group's zset gq/{ns}/q/<group>,
+-- scored as the priority set (priority first, then the order it became ready; a release or ttr
+-- puts it ahead of the group's first), its id in gy/{ns}/q scored by when it became ready. The
+-- ring gr/{ns}/q holds the groups with a deliverable job (a ready one and a free slot), scored by
+-- turn (meta field gseq); member "" is the turn of the ungrouped jobs (ready list and priority
+-- set), put in by a reserve while the ring exists. gs/{ns}/q counts each group's slots in use: a
+-- reserved job, or one holding its slot on the timer through a release delay or backoff (field
+-- h). Every key is built from the queue's base "{ns}/q"; each goes when empty (a field at 0).
+groups = function()
+    local g = {}
+
+    -- `member` gets a turn at the ring's tail, unless it has one.
+    function g.enqueue(base, meta, member)
+        local ring = 'gr/' .. base
+        if not redis.call('ZSCORE', ring, member) then
+            redis.call('ZADD', ring, redis.call('HINCRBY', meta, 'gseq', 1), member)
+        end
+    end
+
+    -- The group gets a turn when it holds a ready job and a free slot.
+    function g.reopen(base, meta, group)
+        local used = tonumber(redis.call('HGET', 'gs/' .. base, group)) or 0
+        if used < settings_of(base).group_concurrency and redis.call('EXISTS', 'gq/' .. base .. '/' .. group) == 1 then
+            g.enqueue(base, meta, group)
+        end
+    end
+
+    function g.push(job_key, q, tries, id, priority, since, group, front)
+        local base = string.sub(q.meta, 3)
+        local queued = 'gq/' .. base .. '/' .. group
+        local score
+        if front then
+            local first = redis.call('ZRANGE', queued, 0, 0, 'WITHSCORES')[2]
+            score = first and tonumber(first) - 1
+        end
+        if not score then
+            score = (256 - priority) * PRIORITY_STEP + redis.call('HINCRBY', q.meta, 'seq', 1)
+        end
+        redis.call('ZADD', queued, score, pack_element(tries, id))
+        redis.call('ZADD', 'gy/' .. base, since or outcomes().now_ms(), id)
+        redis.call('HSET', job_key, 's', 'R', 't', tries)
+        g.reopen(base, q.meta, group)
+        if not paused(q.meta) then
+            ensure_wake(q.wake)
+        end
+    end
+
+    -- A slot of the group is free again (its job ended, was released, or came due).
+    function g.slot_freed(meta, group)
+        local base = string.sub(meta, 3)
+        if redis.call('HINCRBY', 'gs/' .. base, group, -1) <= 0 then
+            redis.call('HDEL', 'gs/' .. base, group)
+        end
+        g.reopen(base, meta, group)
+        if not paused(meta) and has_ready(base) then
+            ensure_wake('w/' .. base)
+        end
+    end
+
+    -- A grouped ready job leaves its group without being reserved (ACK, delete, expiry, destroy).
+    function g.unqueue(meta, group, tries, id)
+        local base = string.sub(meta, 3)
+        local queued = 'gq/' .. base .. '/' .. group
+        redis.call('ZREM', queued, pack_element(tries, id))
+        redis.call('ZREM', 'gy/' .. base, id)
+        if redis.call('EXISTS', queued) == 0 then
+            redis.call('ZREM', 'gr/' .. base, group)
+            g.close_ring(base, meta)
+        end
+    end
+
+    -- A ring with no group left is no ring: the queue is served as one without groups.
+    function g.close_ring(base, meta)
+        local ring = 'gr/' .. base
+        local left = redis.call('ZCARD', ring)
+        if left == 0 or (left == 1 and redis.call('ZSCORE', ring, '')) then
+            redis.call('DEL', ring)
+            redis.call('HDEL', meta, 'gseq')
+        end
+    end
+
+    -- One job without a group: the priority set first, then the ready list; stale elements dropped.
+    local function ungrouped_one(r, qname, q)
+        while true do
+            local element = redis.call('ZPOPMIN', q.prio)[1] or redis.call('RPOP', q.ready)
+            if not element then
+                return false
+            end
+            if reserve_element(r, qname, q, element) then
+                return true
+            end
+        end
+    end
+
+    local function ungrouped_ready(q)
+        return redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1
+    end
+
+    -- One job of the group, the first of its zset; stale elements dropped.
+    local function grouped_one(r, qname, q, base, group)
+        local queued = 'gq/' .. base .. '/' .. group
+        while true do
+            local element = redis.call('ZPOPMIN', queued)[1]
+            if not element then
+                return false
+            end
+            local _, id = struct.unpack('<HHc0', element)
+            redis.call('ZREM', 'gy/' .. base, id)
+            if reserve_element(r, qname, q, element) then
+                redis.call('HINCRBY', 'gs/' .. base, group, 1)
+                return true
+            end
+        end
+    end
+
+    -- Up to `want` jobs round the ring, one per turn; a member still deliverable after its turn
+    -- gets the next turn at the tail. Returns how many it reserved.
+    function g.reserve(r, qname, q, base, want)
+        local ring, got = 'gr/' .. base, 0
+        if ungrouped_ready(q) then
+            g.enqueue(base, q.meta, '')
+        end
+        while got < want do
+            local member = redis.call('ZPOPMIN', ring)[1]
+            if not member then
+                break
+            end
+            if member == '' then
+                if ungrouped_one(r, qname, q) then
+                    got = got + 1
+                end
+                if ungrouped_ready(q) then
+                    g.enqueue(base, q.meta, '')
+                end
+            else
+                if grouped_one(r, qname, q, base, member) then
+                    got = got + 1
+                end
+                g.reopen(base, q.meta, member)
+            end
+        end
+        g.close_ring(base, q.meta)
+        return got
+    end
+
+    -- Every group with a slot in use and a ready job gets a turn (group_concurrency raised).
+    function g.reopen_all(base)
+        for _, group in ipairs(redis.call('HKEYS', 'gs/' .. base)) do
+            g.reopen(base, 'n/' .. base, group)
+        end
+    end
+
+    return g
 end
 
 -- Flow control (SPEC 14) of queues with max_reserved or a rate, made only by a step that meets
@@ -527,8 +729,12 @@ local function reserve_from_queue(r, qname, q, want)
         want = fl.allowance(s, base, q.meta, want)
     end
     local got = 0
-    local prioritized = redis.call('EXISTS', q.prio) == 1
-    while got < want do
+    local ring = redis.call('EXISTS', 'gr/' .. base) == 1
+    local prioritized = not ring and redis.call('EXISTS', q.prio) == 1
+    if ring then
+        got = groups().reserve(r, qname, q, base, want)
+    end
+    while got < want and not ring do
         local element
         if prioritized then
             element = redis.call('ZPOPMIN', q.prio)[1]
@@ -545,7 +751,13 @@ local function reserve_from_queue(r, qname, q, want)
     if fl and s.rate > 0 then
         fl.spend(s, base, got)
     end
-    if not (redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1) then
+    local more
+    if ring then
+        more = has_ready(base)
+    else
+        more = redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1
+    end
+    if not more then
         redis.call('DEL', q.wake)
     elseif fl and fl.allowance(s, base, q.meta, 1) == 0 then
         redis.call('DEL', q.wake)
@@ -559,27 +771,31 @@ local function reserve_from_queue(r, qname, q, want)
 end
 
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
--- answer a worker verb gives: {"missing"} or {"not reserved"}.
+-- answer a worker verb gives: {"missing"} or {"not reserved"}. Also its group (false: none).
 local function reserved_tries(job_key)
-    local f = redis.call('HMGET', job_key, 's', 't')
+    local f = redis.call('HMGET', job_key, 's', 't', 'g')
     if not f[1] then
         return nil, {'missing'}
     end
     if f[1] ~= 'X' then
         return nil, {'not reserved'}
     end
-    return tonumber(f[2])
+    return tonumber(f[2]), nil, f[3]
 end
 
 -- Ends the reservation of the job a worker verb names (bury, complete): its timer member and
--- count go. Returns its tries, or nil and the verb's answer when it is not reserved.
+-- count go, and its group's slot. Returns its tries, or nil and the verb's answer when it is not
+-- reserved.
 local function take_reservation(job_key, timer, meta, ns, qname, id)
-    local tries, refusal = reserved_tries(job_key)
+    local tries, refusal, group = reserved_tries(job_key)
     if not tries then
         return nil, refusal
     end
     redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
     count(meta, 'X', -1)
+    if group then
+        groups().slot_freed(meta, group)
+    end
     return tries
 end
 
@@ -589,14 +805,24 @@ end
 -- ended job's record is left as it is (0).
 -- q = {timer, ready, dead, prio, meta}
 local function remove_job(job_key, ns, qname, id, q, final, now)
-    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K')
-    local state, tries = f[1], tonumber(f[2])
+    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K', 'g', 'h')
+    local state, tries, group = f[1], tonumber(f[2]), f[6]
     if not state or is_record(state) then
         return 0
     end
     if state == 'T' or state == 'X' then
-        redis.call('ZREM', q.timer, pack_member(ns, qname, tries, id, state == 'X'))
-        count(q.meta, state, -1)
+        local member = pack_member(ns, qname, tries, id, state == 'X')
+        if state == 'T' then
+            undelayed(q.meta, redis.call('ZSCORE', q.timer, member))
+        else
+            count(q.meta, 'X', -1)
+        end
+        redis.call('ZREM', q.timer, member)
+        if group and (state == 'X' or f[7]) then
+            groups().slot_freed(q.meta, group)
+        end
+    elseif state == 'R' and group then
+        groups().unqueue(q.meta, group, tries, id)
     elseif state == 'R' then
         if (tonumber(f[3]) or 0) > 0 then
             redis.call('ZREM', q.prio, pack_element(tries, id))
@@ -606,6 +832,6 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
     elseif state == 'D' then
         redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
-    finish(job_key, id, final or 'C', now, nil, f[5], f[4])
+    finish(job_key, id, final or 'C', now, nil, f[5], f[4], group)
     return 1
 end

@@ -8,6 +8,6 @@ local tries, refusal = take_reservation(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV
 if not tries then
     return refusal
 end
-local f = redis.call('HMGET', KEYS[1], 'K', 'u')
-finish(KEYS[1], ARGV[3], 'C', tonumber(ARGV[4]), ARGV[5], f[1], f[2])
+local f = redis.call('HMGET', KEYS[1], 'K', 'u', 'g')
+finish(KEYS[1], ARGV[3], 'C', tonumber(ARGV[4]), ARGV[5], f[1], f[2], f[3])
 return {'completed'}

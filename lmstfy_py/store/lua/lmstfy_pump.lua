@@ -13,7 +13,7 @@ for _, member in ipairs(due) do
     local job = adopt(ns, qname, id, k)
     if job then
         if tries > 0 then
-            push_ready(job, k, tries, id, 0)
+            push_ready(job, k, tries, id, 0, tonumber(ARGV[3]))
         else
             push_dead(job, k.dead, id, 'lmstfy: no tries left', tonumber(ARGV[3]))
         end

@@ -22,15 +22,17 @@
 local timer, now = KEYS[1], tonumber(ARGV[1])
 local job_prefix, ready_prefix, dead_prefix, wake_prefix, prio_prefix, meta_prefix =
     ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local due = redis.call('ZRANGEBYSCORE', timer, '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', timer, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
 local to_ready, to_dead = 0, 0
 
 -- An expiry member's job ends as expired, when it is still the job whose ttl passed: alive, with
--- no more than its keep left to live (a respawn with no ttl made it live for ever).
+-- no more than its keep (and a grouped job's grace) left to live (a respawn with no ttl made it
+-- live for ever). Without a keep it leaves no record (lmstfy's end); a grouped one frees its slot.
 local function expire(job, ns, qname, id)
-    local f = redis.call('HMGET', job, 's', 'K')
+    local f = redis.call('HMGET', job, 's', 'K', 'g')
     local keep, pttl = tonumber(f[2]) or 0, redis.call('PTTL', job)
-    if not f[1] or f[1] == 'D' or is_record(f[1]) or keep <= 0 or pttl < 0 or pttl > keep * 1000 + 1000 then
+    local outlives = keep * 1000 + (f[3] and GROUP_GRACE_MS or 0) -- the ttl left is then 0
+    if not f[1] or f[1] == 'D' or is_record(f[1]) or outlives <= 0 or pttl < 0 or pttl > outlives + 1000 then
         return
     end
     local q = {timer = timer, ready = ready_prefix .. qname, dead = dead_prefix .. qname, prio = prio_prefix .. qname,
@@ -38,7 +40,8 @@ local function expire(job, ns, qname, id)
     remove_job(job, ns, qname, id, q, 'E', now)
 end
 
-for _, member in ipairs(due) do
+for at = 1, #due, 2 do
+    local member, score = due[at], due[at + 1]
     -- 0: an expiry removed it already (its job's reservation or delay), with its count.
     local moved = redis.call('ZREM', timer, member) == 1
     local ns, qname, tries, id, reserved, expiry, wake = unpack_member(member)
@@ -55,23 +58,37 @@ for _, member in ipairs(due) do
             to_ready = to_ready + 1
         end
         moved = false
+    elseif moved and reserved then
+        count(meta, 'X', -1)
     elseif moved then
-        count(meta, reserved and 'X' or 'T', -1)
+        undelayed(meta, score)
     end
-    local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a') or {}
+    local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a', 'g', 'h') or {}
     -- A record is not this member's job: the member outlived its job (ttl), whose id's next job ended.
     if fields[1] and not is_record(fields[1]) then
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0
+        local group = fields[5]
+        -- A grouped job whose reservation ended, or that held its slot through a delay, frees the
+        -- slot unless it waits out a backoff now (its group waits too: field h).
+        local frees = group and (reserved or fields[6])
         if tries == 0 then
             push_dead(job, dead_prefix .. qname, id, 'ttr passed with no tries left', now)
             event(job, 'dead', 'ttr passed with no tries left')
             to_dead = to_dead + 1
         elseif later > 0 then
             push_delayed(job, timer, meta, ns, qname, tries, id, now + later)
+            if group then
+                redis.call('HSET', job, 'h', 1)
+                frees = false
+            end
         else
             local q = {ready = ready_prefix .. qname, prio = prio_prefix .. qname, wake = wake_prefix .. qname, meta = meta}
-            push_ready(job, q, tries, id, tonumber(fields[2]) or 0)
+            push_ready(job, q, tries, id, tonumber(fields[2]) or 0, now, group, frees)
             to_ready = to_ready + 1
+        end
+        if frees then
+            redis.call('HDEL', job, 'h')
+            groups().slot_freed(meta, group)
         end
         -- A reservation whose ttr passed is released (ready again at once or after its backoff,
         -- then told as ready); a delayed job is ready now.

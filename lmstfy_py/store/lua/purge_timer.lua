@@ -6,15 +6,23 @@
 -- Job and meta keys are built from the prefixes: they share KEYS[1]'s hash tag, so the same slot.
 -- Returns {jobs deleted, members left}.
 local n = tonumber(ARGV[1])
-local members = redis.call('ZRANGE', KEYS[1], 0, n - 1)
+local members = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
 local deleted = 0
-for _, member in ipairs(members) do
-    local _, q, _, id, reserved, expiry, wake = unpack_member(member)
+for at = 1, #members, 2 do
+    local _, q, _, id, reserved, expiry, wake = unpack_member(members[at])
+    local job, meta = ARGV[2] .. q .. '/' .. id, ARGV[3] .. q
     if not wake then
-        deleted = deleted + redis.call('DEL', ARGV[2] .. q .. '/' .. id)
+        -- A grouped job holding its slot frees it (a ready one's element goes with its group's list).
+        local f = redis.call('HMGET', job, 'g', 's', 'h')
+        if f[1] and not expiry and (f[2] == 'X' or f[3]) then
+            groups().slot_freed(meta, f[1])
+        end
+        deleted = deleted + redis.call('DEL', job)
     end
-    if not expiry and not wake then
-        count(ARGV[3] .. q, reserved and 'X' or 'T', -1)
+    if reserved then
+        count(meta, 'X', -1)
+    elseif not expiry and not wake then
+        undelayed(meta, members[at + 1])
     end
 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - 1)

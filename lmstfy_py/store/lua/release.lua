@@ -2,7 +2,9 @@
 -- `delay` (given, or else its backoff: at once for fixed, as when its ttr passes), or, with no
 -- tries left, goes to the dead letter. `reason` becomes its last error. An untried release (a
 -- worker gives back a job it never started) returns the try and the attempt the reservation
--- took, and without a delay makes the job ready at once whatever its backoff.
+-- took, and without a delay makes the job ready at once whatever its backoff. A grouped job made
+-- ready goes to the front of its group, freeing its slot; one released with a delay keeps its
+-- slot until it comes due (field h).
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3..6] the queue's ready list, priority set, wake
 -- list, meta hash  KEYS[7] dead list
 -- ARGV[1] namespace  ARGV[2] queue  ARGV[3] job id  ARGV[4] now ms  ARGV[5] delay ms ("" = its
@@ -11,7 +13,7 @@
 local job, timer = KEYS[1], KEYS[2]
 local q = {ready = KEYS[3], prio = KEYS[4], wake = KEYS[5], meta = KEYS[6]}
 local ns, qname, id, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local tries, refusal = reserved_tries(job)
+local tries, refusal, group = reserved_tries(job)
 if not tries then
     return refusal
 end
@@ -30,14 +32,23 @@ if ARGV[6] ~= '' then
 end
 if tries == 0 then
     push_dead(job, KEYS[7], id, nil, now)
+    if group then
+        groups().slot_freed(q.meta, group)
+    end
     event(job, 'buried', redis.call('HGET', job, 'e') or '')
     return {'buried'}
 end
 local delay = tonumber(ARGV[5]) or (untried and 0) or backoff_ms(f[2], tonumber(f[3]) or 1)
 if delay > 0 then
     push_delayed(job, timer, q.meta, ns, qname, tries, id, now + delay)
+    if group then -- it keeps its slot while it waits: its group waits too
+        redis.call('HSET', job, 'h', 1)
+    end
 else
-    push_ready(job, q, tries, id, tonumber(f[1]) or 0)
+    push_ready(job, q, tries, id, tonumber(f[1]) or 0, now, group, true)
+    if group then
+        groups().slot_freed(q.meta, group)
+    end
 end
 event(job, 'released', ARGV[6])
 return {'released', now + delay, tries}

@@ -10,9 +10,9 @@ if redis.call('HGET', job, 's') ~= 'D' or redis.call('LREM', KEYS[2], -1, pack_e
     return 0
 end
 local ttl, tries, due = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local f = redis.call('HMGET', job, 'p', 'u', 'K')
+local f = redis.call('HMGET', job, 'p', 'u', 'K', 'g')
 if ttl > 0 then
-    set_ttl(job, ARGV[3], ttl, f[3])
+    set_ttl(job, ARGV[3], ttl, f[3], f[4])
     if f[2] then
         redis.call('SET', KEYS[8], '1', 'PX', ttl + tonumber(f[2]))
     end
@@ -20,7 +20,7 @@ end
 if due > 0 then
     push_delayed(job, KEYS[3], q.meta, ARGV[1], ARGV[2], tries, ARGV[3], due)
 else
-    push_ready(job, q, tries, ARGV[3], tonumber(f[1]) or 0)
+    push_ready(job, q, tries, ARGV[3], tonumber(f[1]) or 0, outcomes().now_ms(), f[4])
 end
 event(job, 'respawned')
 return 1

@@ -26,6 +26,7 @@ for i = 1, #ARGV, 2 do
 end
 local base = string.sub(KEYS[1], 4)
 if flows and not paused('n/' .. base) then
+    groups().reopen_all(base)
     if has_ready(base) then
         ensure_wake('w/' .. base)
     end

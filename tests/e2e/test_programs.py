@@ -191,14 +191,15 @@ def test_bench_push() -> None:
 
 def test_bench_flow() -> None:
     # Exit 1 would mean a limit or the fairness bound broken; the lines are what a reader looks for.
-    args = ["--scenarios", "groups,limits", "--groups", "20", "--per-group", "3", "--rounds", "1", "--settle", "0"]
-    args += ["--workers", "1"]
+    args = ["--groups", "20", "--per-group", "3", "--rounds", "1", "--settle", "0", "--workers", "1"]
+    args += ["--fair-jobs", "300", "--trials", "2", "--fair-skip", "5"]
     args += ["--consumers", "8", "--limit-seconds", "1", "--max-reserved", "3", "--rate", "20", "--burst", "3"]
     out = ok(run("benchmarks/bench_flow.py", *args))
     assert re.search(
         r"^  groups: 60 jobs in [\d.]+ s: [\d,]+ jobs/s, .* after the last ACK \([-+\d,]+ B\)", out, re.M
     ), out
     assert re.search(r"^groups: median [\d,]+ jobs/s with groups, [\d,]+ without: ratio [\d.]+", out, re.M), out
+    assert re.search(r"^fairness: worst [12] over 2 trials", out, re.M), out
     assert re.search(r"^max_reserved=3, 8 consumers, hold 20 ms: .*: held$", out, re.M), out
     assert re.search(r"^rate=20/s burst=3, 8 consumers: .* \(held\)$", out, re.M), out
 

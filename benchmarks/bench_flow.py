@@ -34,6 +34,7 @@ import random
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import redis
@@ -50,8 +51,8 @@ from benchmarks.flow_limits import (
     consume,
     publish_bulks,
     rated_run,
+    run_all,
     stats,
-    until,
     worst_excess,
 )
 from benchmarks.harness.lmstfy_servers import Server
@@ -60,6 +61,7 @@ from benchmarks.loadclient import Connection
 SCENARIOS = ["groups", "fairness", "limits"]
 PROPAGATION_S = 1.1  # a settings change reaches every process within 1 s (SPEC 13)
 DRAIN_TIMEOUT_S = 1800.0
+STALL_S = 20.0  # no ACK for this long while jobs are left: the drain is stuck, and says where
 FAIR_LIMIT = 1000  # deliveries after which a trial gives up on B's job
 GROUP_KEY_KINDS = ("gq", "gr", "gs", "gy")  # what the store keeps per group (store/keys.py)
 
@@ -68,7 +70,7 @@ GROUP_KEY_KINDS = ("gq", "gr", "gs", "gy")  # what the store keeps per group (st
 
 async def consume_ack_all(api: Api, meter: bench.Meter, queue: str, total: int, clients: int) -> bench.Result:
     """Consume + ACK until `total` jobs were ACKed, measured from the first consume to the last ACK."""
-    rec, finished = bench.Recorder(math.inf), asyncio.Event()
+    rec, ended = bench.Recorder(math.inf), []
 
     async def worker(number: int) -> None:
         conn = api.connect(number)
@@ -78,17 +80,29 @@ async def consume_ack_all(api: Api, meter: bench.Meter, queue: str, total: int, 
                 if job_id is not None:
                     await ack(conn, api, queue, job_id, rec)
                     rec.done()
-                    if rec.jobs >= total:
-                        finished.set()
+                    if rec.jobs == total:
+                        ended.append(meter.snapshot())
         finally:
             await conn.close()
 
+    async def watchdog() -> None:
+        seen, since = -1, time.monotonic()
+        while rec.jobs < total:
+            if rec.jobs != seen:
+                seen, since = rec.jobs, time.monotonic()
+            elif time.monotonic() - since > STALL_S:
+                conn = api.connect()
+                shown = await stats(conn, api, queue)
+                await conn.close()
+                raise RuntimeError(f"{queue}: stuck at {rec.jobs:,} of {total:,} jobs ACKed, none for {STALL_S:g} s; "
+                                   f"{shown}")  # fmt: skip
+            await asyncio.sleep(0.2)
+
     start = meter.snapshot()
-    await until(finished, [worker(n) for n in range(clients)], DRAIN_TIMEOUT_S)
-    end = meter.snapshot()
+    await run_all([watchdog(), *(worker(n) for n in range(clients))], DRAIN_TIMEOUT_S)
     if rec.jobs < total:
         raise RuntimeError(f"{queue}: {rec.jobs} of {total} jobs ACKed within {DRAIN_TIMEOUT_S:g} s")
-    return bench.result_of(queue, rec, start, end)
+    return bench.result_of(queue, rec, start, ended[0])
 
 
 def used_memory(client: redis.Redis) -> int:
@@ -106,7 +120,8 @@ def keys_left(client: redis.Redis, queue: str) -> dict[str, int]:
     return dict(sorted(kinds.items()))
 
 
-async def groups_round(api: Api, server: Server, grouped: bool, args: argparse.Namespace) -> float:
+async def groups_round(api: Api, server: Server, grouped: bool, args: argparse.Namespace) -> tuple[float, float]:
+    """One side of a round: its rate (jobs/s) and the server's and Redis's CPU per job (µs)."""
     queue = "grouped" if grouped else "plain"
     client = redis.Redis(unix_socket_path=str(server.redis_socket))
     before = used_memory(client)
@@ -121,28 +136,34 @@ async def groups_round(api: Api, server: Server, grouped: bool, args: argparse.N
     print(
         f"  {'groups' if grouped else 'plain '}: {total:,} jobs in {result.seconds:.1f} s: "
         f"{result.jobs_per_s:,.0f} jobs/s, CPU {cpu_us:,.0f} µs/job (server {result.server_cpu_pct or 0:.0f}%, "
-        f"redis {result.redis_cpu_pct or 0:.0f}%, other {result.other_cpu_pct:.0f}%); used_memory {before:,} B "
-        f"before, {published:,} published ({(published - before) / total:,.0f} B/job), {after:,} after the "
-        f"last ACK ({after - before:+,} B); keys left {keys_left(client, queue)}",
+        f"redis {result.redis_cpu_pct or 0:.0f}%, other {result.other_cpu_pct:.0f}%), request p50 "
+        f"{result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, {result.requests - 2 * total:,} consumes empty; "
+        f"used_memory {before:,} B before, {published:,} published ({(published - before) / total:,.0f} B/job), "
+        f"{after:,} after the last ACK ({after - before:+,} B); keys left {keys_left(client, queue)}",
         flush=True,
     )
     client.close()
-    return result.jobs_per_s
+    return result.jobs_per_s, cpu_us
 
 
 async def groups(api: Api, server: Server, args: argparse.Namespace) -> None:
     rates: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     print(f"groups: {args.groups:,} groups x {args.per_group} jobs, {args.clients} clients, consume + ACK")
     for number in range(1, args.rounds + 1):
         print(f"round {number}/{args.rounds}", flush=True)
         for grouped in (False, True) if number % 2 else (True, False):
-            rates[grouped].append(await groups_round(api, server, grouped, args))
-        print(f"  ratio groups/plain {rates[True][-1] / rates[False][-1]:.3f}", flush=True)
+            rate, cpu_us = await groups_round(api, server, grouped, args)
+            rates[grouped].append(rate)
+            cpu[grouped].append(cpu_us)
+        print(f"  ratio groups/plain: rate {rates[True][-1] / rates[False][-1]:.3f}, "
+              f"CPU per job {cpu[True][-1] / cpu[False][-1]:.3f}", flush=True)  # fmt: skip
     plain, with_groups = statistics.median(rates[False]), statistics.median(rates[True])
     rounds = ", ".join(f"{g / p:.3f}" for g, p in zip(rates[True], rates[False], strict=True))
     print(f"groups: median {with_groups:,.0f} jobs/s with groups, {plain:,.0f} without: "
-          f"ratio {with_groups / plain:.3f} "
-          f"(rounds {rounds}; target >= 0.7)")  # fmt: skip
+          f"ratio {with_groups / plain:.3f} (rounds {rounds}; target >= 0.7); CPU per job "
+          f"{statistics.median(cpu[True]):,.0f} µs vs {statistics.median(cpu[False]):,.0f} µs: "
+          f"ratio {statistics.median(cpu[True]) / statistics.median(cpu[False]):.3f}")  # fmt: skip
 
 
 # -- fairness ------------------------------------------------------------------------------------------

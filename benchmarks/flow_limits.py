@@ -98,24 +98,19 @@ def bulks_of(jobs: int, group: str | None = None) -> list[tuple[str | None, int]
     return [(group, min(BULK, jobs - start)) for start in range(0, jobs, BULK)]
 
 
-async def until(finished: asyncio.Event, work: list[Coroutine[Any, Any, None]], timeout: float) -> None:
-    """Runs `work` until `finished` is set or all of it ended (or the timeout); raises the first error;
-    what still runs then (a long-poll) is cancelled: it is not what was measured."""
+async def run_all(work: list[Coroutine[Any, Any, None]], timeout: float) -> None:
+    """Runs `work` to its end, raising the first error; what still runs at the timeout is cancelled. Each
+    consumer ends by itself, its last long-poll answered: a consume dropped while it waits on the server
+    would reserve a job for nobody (until its ttr), and the next run would miss it."""
     tasks = [asyncio.create_task(one) for one in work]
-    waiter = asyncio.create_task(finished.wait())
-    pending: set[asyncio.Task[Any]] = {waiter, *tasks}
-    deadline = time.monotonic() + timeout
     try:
-        while not finished.is_set() and pending - {waiter} and time.monotonic() < deadline:
-            done, pending = await asyncio.wait(
-                pending, timeout=deadline - time.monotonic(), return_when="FIRST_COMPLETED"
-            )
-            for task in done - {waiter}:
-                task.result()
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when="FIRST_EXCEPTION")
+        for task in done:
+            task.result()
     finally:
-        for task in (waiter, *tasks):
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(waiter, *tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 # -- the limits, as the tests check them too ---------------------------------------------------------
@@ -169,7 +164,7 @@ async def capped_run(api: Api, queue: str, consumers: int, hold_s: float, second
         finally:
             await conn.close()
 
-    await until(finished, [*(consumer(n) for n in range(consumers)), sampler()], seconds + 5)
+    await run_all([*(consumer(n) for n in range(consumers)), sampler()], seconds + 5)
     got.seconds = time.monotonic() - started
     return got
 
@@ -191,7 +186,7 @@ async def rated_run(api: Api, queue: str, consumers: int, seconds: float) -> tup
         finally:
             await conn.close()
 
-    await until(asyncio.Event(), [consumer(n) for n in range(consumers)], seconds + 5)
+    await run_all([consumer(n) for n in range(consumers)], seconds + 5)
     return started, sorted(times)
 
 

@@ -21,7 +21,8 @@ class FlowOps(EngineBase):
     async def promote(self, ns: str, queue: str, job_id: str) -> None:
         """A delayed job is ready now, as if it had come due (store/jobstore.py). A job still in
         lmstfy's layout is not found here (404), as touch and release answer for it."""
-        call_keys = contract.PromoteKeys(keys.job(ns, queue, job_id), keys.timer(ns), *queue_keys(ns, queue))
+        job, queue_part = keys.job(ns, queue, job_id), queue_keys(ns, queue)
+        call_keys = contract.ReleaseKeys(job, keys.timer(ns), *queue_part, keys.dead(ns, queue))
         args = contract.PromoteArgs(ns, queue, job_id, now_ms())
         replies.checked(await self.scripts.promote(self.script_client, call_keys, args))
 

@@ -141,8 +141,22 @@ async def test_promote_makes_a_delayed_job_ready_now_keeping_priority_and_group(
     events = await engine.open_events(NS, [Q], "0")
     kinds = []
     async for event in events:
+        kinds.append(getattr(event, "kind", ""))
         if event is None or len(kinds) == 3:
             break
-        kinds.append(getattr(event, "kind", ""))
     assert kinds == ["published", "published", "promoted"]
     await events.aclose()  # type: ignore[attr-defined]
+
+
+async def test_destroy_and_purge_drop_the_groups(engine: Engine) -> None:
+    for i in range(3):
+        await put(engine, f"a{i}", "A", tries=3)
+        await put(engine, f"b{i}", "B", tries=3)
+    [_, b0] = await take(engine, 2)
+    await engine.release(NS, Q, b0.job_id, 60_000, "later")  # B holds its slot on the timer
+    assert await engine.destroy(NS, Q) == 4  # the ready ones, grouped
+    assert (await engine.stats(NS, Q)).ready == 0
+    assert await engine.groups_in_flight(NS, Q) == 2
+    await put(engine, "c", "C")
+    await engine.purge_namespace(NS)
+    assert await namespace_keys(engine) == set()

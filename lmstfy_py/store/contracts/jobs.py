@@ -322,15 +322,6 @@ _ready_since = rows(ReadySince._make, len(ReadySince._fields))
 STATS = store_step("stats", StatsKeys, StatsArgs, _counts)
 
 
-class PromoteKeys(NamedTuple):
-    job: str
-    timer: str
-    ready: str
-    priority: str
-    wake: str
-    meta: str
-
-
 class PromoteArgs(NamedTuple):
     namespace: str
     queue: str
@@ -338,7 +329,7 @@ class PromoteArgs(NamedTuple):
     now: int
 
 
-PROMOTE = store_step("promote", PromoteKeys, PromoteArgs, _outcome)
+PROMOTE = store_step("promote", ReleaseKeys, PromoteArgs, _outcome)  # a release's keys: the job's and its queue's
 
 
 class PauseKeys(NamedTuple):

@@ -9,7 +9,7 @@
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1
 -- while a grouped job holds its group's slot on the timer, y ms since when it is ready (when
--- later than its publish) (SPEC 14; see groups() and flow()).
+-- later than its publish) (SPEC 14; see fc()).
 -- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
 -- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
 -- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's and the
@@ -93,7 +93,7 @@ end
 
 -- Returns ns, q, tries, id, whether the member is a reservation ('X' after it), whether it is
 -- an expiry ('E' after it: a job with a keep ends as expired then, see set_ttl), and whether it
--- is a queue's wake-up ('W' after it, id "": its rate's next token is there, see flow()).
+-- is a queue's wake-up ('W' after it, id "": its rate's next token is there, see fc()).
 local function unpack_member(member)
     local ns, q, tries, id, after = struct.unpack('<Hc0Hc0HHc0', member)
     local suffix = string.sub(member, after, after)
@@ -113,27 +113,29 @@ local function ensure_wake(wake_key)
 end
 
 -- A queue's settings (SPEC 13, 14) from its settings hash qc/{ns}/q, read ONCE per queue per step
--- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: event() (events),
+-- (one HMGET, cached by the queue's base "{ns}/q") for everything that needs them: create_job
+-- (keep, when the publish names none), event() (events),
 -- reserve_from_queue and count() (max_reserved, rate), the groups (group_concurrency). A queue with
 -- none set costs that one read, as `events` alone did before. The bucket's state (burst, bt, bts)
--- is read only for a queue with a rate (flow().tokens).
-local SETTINGS = {}
+-- is read only for a queue with a rate (fc().tokens). STEP caches what one step reads once: each
+-- queue's settings (by base) and the clock (STEP.ts, see write_event). Every top-level local of
+-- this library costs every call of every step (closures, upvalues): flow control adds only
+-- STEP's use, settings_of, undelayed and fc.
+local STEP = {}
+
+-- Flow control's helpers (SPEC 14: limits and groups), made only by a step that meets a limited
+-- queue or a grouped job (as outcomes()); defined below reserve_element, which they use.
+local fc
 
 local function settings_of(base)
-    local s = SETTINGS[base]
+    local s = STEP[base]
     if s == nil then
-        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency')
+        local f = redis.call('HMGET', 'qc/' .. base, 'events', 'max_reserved', 'rate', 'group_concurrency', 'keep')
         s = {events = tonumber(f[1]) or 0, max_reserved = tonumber(f[2]) or 0, rate = tonumber(f[3]) or 0,
-            group_concurrency = tonumber(f[4]) or 1}
-        SETTINGS[base] = s
+            group_concurrency = tonumber(f[4]) or 1, keep = f[5]}
+        STEP[base] = s
     end
     return s
-end
-
--- Whether a queue (its base "{ns}/q") holds a ready job: its ready list, priority set, or a group.
-local function has_ready(base)
-    return redis.call('LLEN', 'r/' .. base) > 0 or redis.call('EXISTS', 'rp/' .. base) == 1
-        or redis.call('EXISTS', 'gr/' .. base) == 1
 end
 
 -- Counts in a queue's meta hash never go below 0: jobs stored before the counts existed are
@@ -145,26 +147,23 @@ local function count(meta, field, delta)
     end
     if field == 'X' and delta < 0 then
         local base = string.sub(meta, 3)
-        if settings_of(base).max_reserved > 0 and not paused(meta) and has_ready(base) then
+        if settings_of(base).max_reserved > 0 and not paused(meta) and fc().has_ready(base) then
             ensure_wake('w/' .. base)
         end
     end
 end
 
--- Groups (SPEC 14), made only by a step that meets a grouped job or a queue with a ring (as
--- outcomes()); defined below reserve_element, which they use.
-local groups
 
 -- Makes a job ready: into its queue's ready list (priority 0, lmstfy's layout), or by priority
 -- into the queue's priority set, FIFO among equal priorities; wakes a long-poll unless paused.
 -- `since` (ms): when it becomes ready later than its publish (due, release, ttr, promote,
 -- respawn), kept as field y for stats' oldest_ready_ms; nil at publish (its creation tells).
--- A job of a `group` (false/nil: none) goes to its group instead (groups().push; `front`: a
+-- A job of a `group` (false/nil: none) goes to its group instead (fc().push; `front`: a
 -- release or ttr making it ready again, ahead of its group's others).
 -- q = {ready, prio, wake, meta}
 local function push_ready(job_key, q, tries, id, priority, since, group, front)
     if group then
-        groups().push(job_key, q, tries, id, priority, since, group, front)
+        fc().push(job_key, q, tries, id, priority, since, group, front)
         return
     end
     local element = pack_element(tries, id)
@@ -184,28 +183,24 @@ local function push_ready(job_key, q, tries, id, priority, since, group, front)
     end
 end
 
--- The queue's delayed jobs by due second (hash dd/{ns}/q, built from its meta key n/{ns}/q):
--- second -> how many, kept wherever the meta's T count changes, for stats' due buckets.
-local function due_second(meta, due, delta)
-    local key, second = 'dd/' .. string.sub(meta, 3), math.floor(due / 1000)
-    if redis.call('HINCRBY', key, second, delta) <= 0 then
-        redis.call('HDEL', key, second)
-    end
-end
-
--- Puts a job on the timer as delayed until due (ms).
+-- Puts a job on the timer as delayed until due (ms). The queue's delayed jobs are also counted by
+-- due second (hash dd/{ns}/q, built from its meta key n/{ns}/q), wherever the meta's T count
+-- changes (here and undelayed), for stats' due buckets.
 local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
     redis.call('ZADD', timer, due, pack_member(ns, qname, tries, id, false))
     redis.call('HSET', job_key, 's', 'T', 't', tries)
     count(meta, 'T', 1)
-    due_second(meta, due, 1)
+    redis.call('HINCRBY', 'dd/' .. string.sub(meta, 3), math.floor(due / 1000), 1)
 end
 
--- A delayed job's member (due at `due`) left the timer: its counts go.
+-- A delayed job's member (due at `due` ms; nil: unknown) left the timer: its counts go.
 local function undelayed(meta, due)
     count(meta, 'T', -1)
     if due then
-        due_second(meta, tonumber(due), -1)
+        local key, second = 'dd/' .. string.sub(meta, 3), math.floor(tonumber(due) / 1000)
+        if redis.call('HINCRBY', key, second, -1) <= 0 then
+            redis.call('HDEL', key, second)
+        end
     end
 end
 
@@ -216,11 +211,11 @@ end
 
 -- A live job's ttl left (ms, PTTL's: -1 forever) given its keep (field K): a job with a keep
 -- and a ttl lives its keep longer (set_ttl); a record's is its keep left.
-local GROUP_GRACE_MS = 60000 -- a grouped job's hash outlives its ttl by this much (set_ttl)
-
+-- A grouped job's hash outlives its ttl by 60 s (set_ttl; pump.lua's expire): a literal in each,
+-- as a constant here would cost every step an upvalue.
 local function ttl_left(job_key, keep, record, grouped)
     local pttl = redis.call('PTTL', job_key)
-    local extra = (tonumber(keep) or 0) * 1000 + (grouped and GROUP_GRACE_MS or 0)
+    local extra = (tonumber(keep) or 0) * 1000 + (grouped and 60000 or 0)
     if extra > 0 and pttl > 0 and not record then
         return math.max(pttl - extra, 1)
     end
@@ -289,16 +284,15 @@ end
 -- An entry's id is "<seq>-0", seq counting the queue's events (field eseq of its settings: ids
 -- stay consecutive, so a reader knows exactly how many were trimmed); its fields: k the kind, e
 -- the JSON object the event stream sends as it is. A step reads each queue's setting once
--- (settings_of) and the clock once (EVENTS.ts): with events off, that read is all it costs.
-local EVENTS = {}
+-- (settings_of) and the clock once (STEP.ts): with events off, that read is all it costs.
 
 local function write_event(base, most, kind, qname, id, attempt, reason, priority)
     local seq = redis.call('HINCRBY', 'qc/' .. base, 'eseq', 1)
-    local ts = EVENTS.ts
+    local ts = STEP.ts
     if not ts then
         local t = redis.call('TIME')
         ts = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        EVENTS.ts = ts
+        STEP.ts = ts
     end
     local json = '{"kind":"' .. kind .. '","job_id":' .. cjson.encode(id) .. ',"queue":' .. cjson.encode(qname)
         .. ',"ts_ms":' .. ts .. ',"attempt":' .. attempt
@@ -325,7 +319,7 @@ end
 -- Gives a live job `ttl` ms to live (0: no change, it lives for ever). Without a keep its hash
 -- expires then, as lmstfy's. With a keep (s) it lives that much longer, and its expiry member on
 -- the timer has the pump end it then as expired, leaving its record (pump.lua). A grouped job
--- too, its hash living GROUP_GRACE_MS longer: a hash that vanished by PEXPIRE would leave its
+-- too, its hash living 60 s longer: a hash that vanished by PEXPIRE would leave its
 -- group's slot or ready element behind; the pump ends it through remove_job, which frees them.
 -- Returns whether it made an expiry member.
 local function set_ttl(job_key, id, ttl, keep, grouped)
@@ -337,7 +331,7 @@ local function set_ttl(job_key, id, ttl, keep, grouped)
         redis.call('PEXPIRE', job_key, ttl)
         return false
     end
-    redis.call('PEXPIRE', job_key, ttl + keep * 1000 + (grouped and GROUP_GRACE_MS or 0))
+    redis.call('PEXPIRE', job_key, ttl + keep * 1000 + (grouped and 60000 or 0))
     local o = outcomes()
     local timer, member = o.expiry_member(job_key, id)
     redis.call('ZADD', timer, o.now_ms() + ttl, member)
@@ -433,7 +427,7 @@ local function create_job(j, q, ns, qname, id, new)
     end
     local keep = new.keep
     if keep == '' then
-        keep = redis.call('HGET', j.settings, 'keep')
+        keep = settings_of(string.sub(j.settings, 4)).keep
     end
     local fields = data_fields(new.data)
     if (tonumber(keep) or 0) > 0 then
@@ -504,12 +498,34 @@ end
 -- scored as the priority set (priority first, then the order it became ready; a release or ttr
 -- puts it ahead of the group's first), its id in gy/{ns}/q scored by when it became ready. The
 -- ring gr/{ns}/q holds the groups with a deliverable job (a ready one and a free slot), scored by
--- turn (meta field gseq); member "" is the turn of the ungrouped jobs (ready list and priority
--- set), put in by a reserve while the ring exists. gs/{ns}/q counts each group's slots in use: a
--- reserved job, or one holding its slot on the timer through a release delay or backoff (field
--- h). Every key is built from the queue's base "{ns}/q"; each goes when empty (a field at 0).
-groups = function()
-    local g = {}
+-- turn (meta field gseq, which exists exactly while the ring does); member "" is the turn of
+-- the ungrouped jobs (ready list and priority set), put in by a reserve while the ring exists.
+-- gs/{ns}/q counts each group's slots in use: a reserved job, or one holding its slot on the
+-- timer through a release delay or backoff (field h). Every key is built from the queue's base
+-- "{ns}/q"; each goes when empty (a field at 0).
+-- The limits: max_reserved: the meta hash's X count is the slots in use. The rate's
+-- token bucket lives in the settings hash: bt tokens (absent: full), bts when they were counted
+-- (ms, Redis's clock); refilled at rate/s up to burst (absent: max(1, ceil(rate))), one token per
+-- delivered job. A queue held back by a limit gets no wake token back: count() wakes it when a slot
+-- is freed; for the rate, one wake-up member (its timer member with id "" and 'W' after it) is
+-- put on the timer at the next whole token, and the reserve tells the Engine when (r.wake_at) so
+-- the pump is woken then; the pump, meeting it, wakes the queue (pump.lua).
+fc = function()
+    local g = STEP.fc -- built once per step
+    if g then
+        return g
+    end
+    g = {}
+    STEP.fc = g
+    local EPSILON = 1e-9 -- a float refill that should make a whole token makes one
+    g.EPSILON = EPSILON
+
+    -- Whether a queue (its base "{ns}/q") holds a deliverable job: its ready list, priority set, or
+    -- a group in its ring.
+    function g.has_ready(base)
+        return redis.call('LLEN', 'r/' .. base) > 0 or redis.call('EXISTS', 'rp/' .. base) == 1
+            or redis.call('EXISTS', 'gr/' .. base) == 1
+    end
 
     -- `member` gets a turn at the ring's tail, unless it has one.
     function g.enqueue(base, meta, member)
@@ -554,7 +570,7 @@ groups = function()
             redis.call('HDEL', 'gs/' .. base, group)
         end
         g.reopen(base, meta, group)
-        if not paused(meta) and has_ready(base) then
+        if not paused(meta) and g.has_ready(base) then
             ensure_wake('w/' .. base)
         end
     end
@@ -652,23 +668,10 @@ groups = function()
         end
     end
 
-    return g
-end
 
--- Flow control (SPEC 14) of queues with max_reserved or a rate, made only by a step that meets
--- one (as outcomes()). max_reserved: the meta hash's X count is the slots in use. The rate's
--- token bucket lives in the settings hash: bt tokens (absent: full), bts when they were counted
--- (ms, Redis's clock); refilled at rate/s up to burst (absent: max(1, ceil(rate))), one token per
--- delivered job. A queue held back by a limit gets no wake token back: count() wakes it when a slot
--- is freed; for the rate, one wake-up member (its timer member with id "" and 'W' after it) is
--- put on the timer at the next whole token, and the reserve tells the Engine when (r.wake_at) so
--- the pump is woken then; the pump, meeting it, wakes the queue (pump.lua).
-local TOKEN_EPSILON = 1e-9 -- a float refill that should make a whole token makes one
+    -- The limits.
 
-local function flow()
-    local fl = {}
-
-    function fl.tokens(s, base)
+    function g.tokens(s, base)
         if s.tokens == nil then
             local b = redis.call('HMGET', 'qc/' .. base, 'burst', 'bt', 'bts')
             local t = redis.call('TIME')
@@ -686,53 +689,56 @@ local function flow()
     end
 
     -- How many jobs of the queue may go now, at most `want`.
-    function fl.allowance(s, base, meta, want)
+    function g.allowance(s, base, meta, want)
         local n = want
         if s.max_reserved > 0 then
             n = math.min(n, s.max_reserved - (tonumber(redis.call('HGET', meta, 'X')) or 0))
         end
         if s.rate > 0 then
-            n = math.min(n, math.floor(fl.tokens(s, base) + TOKEN_EPSILON))
+            n = math.min(n, math.floor(g.tokens(s, base) + EPSILON))
         end
         return math.max(n, 0)
     end
 
     -- `got` jobs went: their tokens are taken.
-    function fl.spend(s, base, got)
+    function g.spend(s, base, got)
         s.tokens = s.tokens - got
         redis.call('HSET', 'qc/' .. base, 'bt', s.tokens, 'bts', s.now)
     end
 
     -- The queue is held back by its rate: its wake-up member on the timer at the next whole token.
-    function fl.wake_later(r, s, qname)
+    function g.wake_later(r, s, qname)
         local at = s.now + math.max(1, math.ceil((1 - s.tokens) * 1000 / s.rate))
         redis.call('ZADD', r.timer, at, pack_member(r.ns, qname, 0, '', false) .. 'W')
         r.wake_at = math.min(r.wake_at or at, at)
     end
 
-    return fl
+    return g
 end
 
 -- Reserves up to `want` ready jobs of one queue (reserve_element), its priority set before its
--- ready list; none from a paused queue; no more than its limits allow (flow()). Then whoever
+-- ready list; none from a paused queue; no more than its limits allow (fc()). Then whoever
 -- takes a wake token and leaves jobs behind puts it back, unless a limit holds them back now; a
 -- token over an empty queue would only wake someone for nothing, so it goes.
 -- Returns how many it reserved (reserve.lua, and pump.lua handing due jobs to waiters).
 local function reserve_from_queue(r, qname, q, want)
-    if paused(q.meta) then
+    -- The meta's gseq exists exactly while the queue has a ring (fc().enqueue, close_ring): read with
+    -- the pause flag, a queue without groups pays no extra read for them.
+    local m = redis.call('HMGET', q.meta, 'paused', 'gseq')
+    if m[1] == '1' then
         return 0
     end
     local base = string.sub(q.meta, 3)
     local s, fl = settings_of(base), nil
     if s.max_reserved > 0 or s.rate > 0 then
-        fl = flow()
+        fl = fc()
         want = fl.allowance(s, base, q.meta, want)
     end
     local got = 0
-    local ring = redis.call('EXISTS', 'gr/' .. base) == 1
+    local ring = m[2] ~= false
     local prioritized = not ring and redis.call('EXISTS', q.prio) == 1
     if ring then
-        got = groups().reserve(r, qname, q, base, want)
+        got = fc().reserve(r, qname, q, base, want)
     end
     while got < want and not ring do
         local element
@@ -753,7 +759,7 @@ local function reserve_from_queue(r, qname, q, want)
     end
     local more
     if ring then
-        more = has_ready(base)
+        more = fc().has_ready(base)
     else
         more = redis.call('LLEN', q.ready) > 0 or redis.call('EXISTS', q.prio) == 1
     end
@@ -761,7 +767,7 @@ local function reserve_from_queue(r, qname, q, want)
         redis.call('DEL', q.wake)
     elseif fl and fl.allowance(s, base, q.meta, 1) == 0 then
         redis.call('DEL', q.wake)
-        if s.rate > 0 and s.tokens + TOKEN_EPSILON < 1 then
+        if s.rate > 0 and s.tokens + fl.EPSILON < 1 then
             fl.wake_later(r, s, qname)
         end
     else
@@ -794,7 +800,7 @@ local function take_reservation(job_key, timer, meta, ns, qname, id)
     redis.call('ZREM', timer, pack_member(ns, qname, tries, id, true))
     count(meta, 'X', -1)
     if group then
-        groups().slot_freed(meta, group)
+        fc().slot_freed(meta, group)
     end
     return tries
 end
@@ -819,10 +825,10 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
         end
         redis.call('ZREM', q.timer, member)
         if group and (state == 'X' or f[7]) then
-            groups().slot_freed(q.meta, group)
+            fc().slot_freed(q.meta, group)
         end
     elseif state == 'R' and group then
-        groups().unqueue(q.meta, group, tries, id)
+        fc().unqueue(q.meta, group, tries, id)
     elseif state == 'R' then
         if (tonumber(f[3]) or 0) > 0 then
             redis.call('ZREM', q.prio, pack_element(tries, id))

@@ -42,7 +42,7 @@ if left == 0 then
     redis.call('DEL', KEYS[2])
     if group then
         redis.call('ZREM', 'gr/' .. base, group_name)
-        groups().close_ring(base, 'n/' .. base)
+        fc().close_ring(base, 'n/' .. base)
     end
 end
 return {dropped, left}

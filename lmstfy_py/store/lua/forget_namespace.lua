@@ -15,7 +15,8 @@ end
 local queues = redis.call('SMEMBERS', KEYS[2])
 for _, q in ipairs(queues) do
     if redis.call('LLEN', ARGV[1] .. q) > 0 or redis.call('LLEN', ARGV[2] .. q) > 0
-        or redis.call('EXISTS', ARGV[4] .. q) == 1 or redis.call('EXISTS', 'gy/' .. string.sub(ARGV[5] .. q, 3)) == 1 then
+        or redis.call('EXISTS', ARGV[4] .. q) == 1
+        or redis.call('EXISTS', 'gy/' .. string.sub(ARGV[5] .. q, 3)) == 1 then
         return 0
     end
 end

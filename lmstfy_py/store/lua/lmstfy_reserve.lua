@@ -24,7 +24,7 @@ for i = 1, (#KEYS - 1) / 5 do
     local s, fl = settings_of(base), nil
     local most, took = want - got, 0
     if s.max_reserved > 0 or s.rate > 0 then
-        fl = flow()
+        fl = fc()
         most = fl.allowance(s, base, q.meta, most)
     end
     while took < most and not paused(q.meta) do

@@ -3,7 +3,7 @@
 -- the slot; another grouped one to its group's back, in due order), its timer member and counts
 -- gone, ready since now; event `promoted`.
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3..6] the queue's ready list, priority set, wake
--- list, meta hash
+-- list, meta hash  KEYS[7] dead list (release.lua's keys; untouched here)
 -- ARGV[1] namespace  ARGV[2] queue  ARGV[3] job id  ARGV[4] now ms
 -- Returns {"promoted"}, {"missing"} (no such job) or {"not delayed"} (ready, reserved, dead, or an
 -- ended job's record).
@@ -24,7 +24,7 @@ redis.call('ZREM', timer, member)
 push_ready(job, q, tries, id, tonumber(f[3]) or 0, now, f[4], f[5])
 if f[4] and f[5] then
     redis.call('HDEL', job, 'h')
-    groups().slot_freed(q.meta, f[4])
+    fc().slot_freed(q.meta, f[4])
 end
 event(job, 'promoted')
 return {'promoted'}

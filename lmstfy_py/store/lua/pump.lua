@@ -4,7 +4,7 @@
 -- stops expiring. Members whose job data has expired (or is an ended job's record) are dropped.
 -- An expiry member (a job with a keep whose ttl passed, set_ttl) ends its job as expired,
 -- leaving its record, unless the job is no longer that one (dead, ended, or given a new ttl). A
--- wake-up member (a queue held back by its rate, lua/_lib.lua's flow()) wakes its queue and counts
+-- wake-up member (a queue held back by its rate, lua/_lib.lua's fc()) wakes its queue and counts
 -- as a job made ready (for the handover; in the first count returned). When jobs became ready, it then
 -- hands them over to this process's waiting consumes in the same step: for each waiter, in the
 -- order given, it reserves as reserve.lua does (reserve_from_queue), so the waiter answers them
@@ -31,7 +31,7 @@ local to_ready, to_dead = 0, 0
 local function expire(job, ns, qname, id)
     local f = redis.call('HMGET', job, 's', 'K', 'g')
     local keep, pttl = tonumber(f[2]) or 0, redis.call('PTTL', job)
-    local outlives = keep * 1000 + (f[3] and GROUP_GRACE_MS or 0) -- the ttl left is then 0
+    local outlives = keep * 1000 + (f[3] and 60000 or 0) -- the ttl left is then 0
     if not f[1] or f[1] == 'D' or is_record(f[1]) or outlives <= 0 or pttl < 0 or pttl > outlives + 1000 then
         return
     end
@@ -88,7 +88,7 @@ for at = 1, #due, 2 do
         end
         if frees then
             redis.call('HDEL', job, 'h')
-            groups().slot_freed(meta, group)
+            fc().slot_freed(meta, group)
         end
         -- A reservation whose ttr passed is released (ready again at once or after its backoff,
         -- then told as ready); a delayed job is ready now.

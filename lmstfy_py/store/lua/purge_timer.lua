@@ -15,7 +15,7 @@ for at = 1, #members, 2 do
         -- A grouped job holding its slot frees it (a ready one's element goes with its group's list).
         local f = redis.call('HMGET', job, 'g', 's', 'h')
         if f[1] and not expiry and (f[2] == 'X' or f[3]) then
-            groups().slot_freed(meta, f[1])
+            fc().slot_freed(meta, f[1])
         end
         deleted = deleted + redis.call('DEL', job)
     end

@@ -33,7 +33,7 @@ end
 if tries == 0 then
     push_dead(job, KEYS[7], id, nil, now)
     if group then
-        groups().slot_freed(q.meta, group)
+        fc().slot_freed(q.meta, group)
     end
     event(job, 'buried', redis.call('HGET', job, 'e') or '')
     return {'buried'}
@@ -47,7 +47,7 @@ if delay > 0 then
 else
     push_ready(job, q, tries, id, tonumber(f[1]) or 0, now, group, true)
     if group then
-        groups().slot_freed(q.meta, group)
+        fc().slot_freed(q.meta, group)
     end
 end
 event(job, 'released', ARGV[6])

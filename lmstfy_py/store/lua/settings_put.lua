@@ -26,8 +26,8 @@ for i = 1, #ARGV, 2 do
 end
 local base = string.sub(KEYS[1], 4)
 if flows and not paused('n/' .. base) then
-    groups().reopen_all(base)
-    if has_ready(base) then
+    fc().reopen_all(base)
+    if fc().has_ready(base) then
         ensure_wake('w/' .. base)
     end
 end

@@ -166,3 +166,51 @@ def test_a_rate_delivers_its_burst_at_once_then_at_its_pace(client: httpx.Client
     assert consume(client, "rt,rt2") == other  # a multi-queue consume takes from the others meanwhile
     assert consume(client, "rt", timeout=3) is not None  # held until the next token, 500 ms on
     assert 0.4 <= time.monotonic() - started < 2.0
+
+
+def test_groups_go_in_order_one_at_a_time_while_other_groups_go(client: httpx.Client) -> None:
+    a1, a2, a3 = (publish(client, "gq", group="A", tries=3) for _ in range(3))
+    b1 = publish(client, "gq", group="B")
+    # A's first job, and while it holds A's one slot, B's: A's others wait.
+    assert {consume(client, "gq"), consume(client, "gq")} == {a1, b1}
+    assert consume(client, "gq") is None
+    ack(client, "gq", a1)
+    assert consume(client, "gq") == a2
+    assert client.put(f"/gq/job/{a2}/release").json()["msg"] == "released"
+    assert consume(client, "gq") == a2  # a release puts it back at the front of its group
+    assert client.get(f"/gq/job/{a2}").json()["group"] == "A"
+    ack(client, "gq", a2)
+    assert consume(client, "gq") == a3
+
+
+def test_a_busy_group_does_not_starve_one_published_later(client: httpx.Client) -> None:
+    settings(client, "fq", group_concurrency=65535)
+    publish_many(client, "fq", 300, group="A")
+    for _ in range(5):
+        assert consume(client, "fq") is not None  # group A alone: its jobs go
+    b1 = publish(client, "fq", group="B")
+    assert b1 in [consume(client, "fq"), consume(client, "fq")]
+    plain = publish(client, "fq")  # jobs without a group share one turn of the ring
+    assert plain in consume_many(client, "fq", 2)
+    assert client.get("/fq/stats").json()["ready"] == 300 - 7
+
+
+def test_promote_and_the_delay_horizon(client: httpx.Client) -> None:
+    before = time.time_ns() // 1_000_000
+    ready = publish(client, "dh")
+    delayed = [publish(client, "dh", delay=delay, ttl=0) for delay in (30, 1800, 5 * 3600, 3 * 86400)]
+    stats = client.get("/dh/stats").json()
+    assert before <= stats["oldest_ready_ms"] <= time.time_ns() // 1_000_000
+    assert (stats["delayed"], stats["due"]) == (4, {"1m": 1, "1h": 1, "1d": 1, "later": 1})
+    response = client.put(f"/dh/job/{delayed[3]}/promote")
+    assert (response.status_code, response.json()) == (200, {"msg": "promoted"})
+    assert client.get("/dh/stats").json()["due"] == {"1m": 1, "1h": 1, "1d": 1, "later": 0}
+    assert consume(client, "dh") == ready
+    assert consume(client, "dh") == delayed[3]
+    for job_id, answer in (
+        (ready, (409, {"error": "job is not delayed"})),
+        ("no-such-job", (404, {"error": "job not found"})),
+    ):
+        response = client.put(f"/dh/job/{job_id}/promote")
+        assert (response.status_code, response.json()) == answer
+    assert client.get("/dh/stats").json()["oldest_ready_ms"] is None

@@ -556,7 +556,8 @@ def test_settings_shows_and_sets_a_queues_settings(server: Server) -> None:
     answer = json.loads(
         ok(run(server.admin_url, "--json", "settings", ns, "q", "--events", "100", "--pool", "default"))
     )
-    assert answer == {"namespace": ns, "queue": "q", "keep": 3600, "events": 100}
+    flow = {"max_reserved": 0, "rate": 0, "burst": None, "group_concurrency": 1}  # SPEC 14's, unset
+    assert answer == {"namespace": ns, "queue": "q", "keep": 3600, "events": 100, **flow}
     assert failed(run(server.admin_url, "settings", ns, "q", "--keep", "-1", "--events", "5")) == (
         "token-cli: error: 400 invalid keep\n"
     )

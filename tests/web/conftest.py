@@ -63,6 +63,14 @@ class Api:
         job_id: str = response.json()["job_id"]
         return job_id
 
+    async def publish_every_way(self, republished: str, **query: str) -> list[httpx.Response]:
+        """A publish, a bulk publish and a republish of job `republished` to queue q, each with `query`."""
+        return [
+            await self.client.put("/api/ns/q", params=query, content=b"x", headers=self.headers),
+            await self.client.put("/api/ns/q/bulk", params=query, content=b"[1,2]", headers=self.headers),
+            await self.client.put(f"/api/ns/q/job/{republished}", params=query, content=b"x", headers=self.headers),
+        ]
+
     async def consume(self, queues: str = "q", **query: int) -> httpx.Response:
         return await self.client.get(f"/api/ns/{queues}", params=query, headers=self.headers)
 

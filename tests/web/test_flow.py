@@ -5,6 +5,7 @@ The limits' behaviour under load and across processes is tests/e2e/test_flow_e2e
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -116,17 +117,54 @@ async def test_a_bad_group_refuses_every_publish_and_stores_nothing(api: Api) ->
     job_id = await api.publish()
     assert (await api.consume_job())["job_id"] == job_id
     for group in ("", LONG_GROUP, "a b", "a/b", "é", "a,b"):
-        query = {"group": group}
-        published = await api.client.put("/api/ns/q", params=query, content=b"x", headers=api.headers)
-        bulk = await api.client.put("/api/ns/q/bulk", params=query, content=b"[1,2]", headers=api.headers)
-        republished = await api.client.put(f"/api/ns/q/job/{job_id}", params=query, content=b"x", headers=api.headers)
-        for response in (published, bulk, republished):
+        for response in await api.publish_every_way(job_id, group=group):
             assert refusal(response) == (400, {"error": "invalid group"}), group
     assert (await stats(api))["ready"] == 0
     assert (await state(api, job_id))["state"] == "reserved"  # the republish ACKed nothing
 
 
+async def test_a_jobs_state_shows_its_group(api: Api) -> None:
+    plain = await api.publish()
+    grouped = await publish(api, group="order-42.A:b_c")
+    longest = await publish(api, group="g" * 128)
+    bulk = await api.client.put("/api/ns/q/bulk", params={"group": "bulk"}, content=b"[1,2]", headers=api.headers)
+    assert bulk.status_code == 201, bulk.text
+    assert (await state(api, plain))["group"] is None
+    assert (await state(api, grouped))["group"] == "order-42.A:b_c"
+    assert (await state(api, longest))["group"] == "g" * 128
+    assert [(await state(api, job_id))["group"] for job_id in bulk.json()["job_ids"]] == ["bulk", "bulk"]
+    # Republish gives the new job its group, as it gives the other publish options.
+    old = (await api.consume_job())["job_id"]
+    response = await api.client.put(
+        f"/api/ns/q/job/{old}", params={"group": "again"}, content=b"x", headers=api.headers
+    )
+    assert (await state(api, response.json()["job_id"]))["group"] == "again"
+
+
+async def test_the_admin_job_look_up_shows_the_group(admin: httpx.AsyncClient, api: Api) -> None:
+    job_id = await publish(api, group="g1")
+    assert (await admin.get(f"/queues/ns/q/job/{job_id}")).json()["group"] == "g1"
+
+
 # -- promote --------------------------------------------------------------------------------------
+
+
+async def test_promote_makes_a_delayed_job_ready_now(api: Api) -> None:
+    job_id = await publish(api, delay=3600, priority=7, group="g")
+    assert (await state(api, job_id))["state"] == "delayed"
+    response = await put(api, f"/job/{job_id}/promote")
+    assert (response.status_code, response.json()) == (200, {"msg": "promoted"})
+    promoted = await state(api, job_id)
+    assert (promoted["state"], promoted["priority"], promoted["group"]) == ("ready", 7, "g")
+    assert (await api.consume_job(timeout=1))["job_id"] == job_id
+    not_delayed = (409, {"error": "job is not delayed"})
+    assert refusal(await put(api, f"/job/{job_id}/promote")) == not_delayed  # reserved
+    dead = await api.kill_one()
+    assert refusal(await put(api, f"/job/{dead}/promote")) == not_delayed
+    ready = await api.publish()
+    assert refusal(await put(api, f"/job/{ready}/promote")) == not_delayed
+    assert refusal(await put(api, "/job/no-such-job/promote")) == (404, {"error": "job not found"})
+    assert refusal(await put(api, "/job/b@d/promote")) == (400, {"error": "invalid job id"})
 
 
 async def test_promote_takes_the_namespaces_token(data: httpx.AsyncClient, api: Api, make_token: MakeToken) -> None:
@@ -136,3 +174,34 @@ async def test_promote_takes_the_namespaces_token(data: httpx.AsyncClient, api: 
     response = await data.put(f"/api/ns/q/job/{job_id}/promote", headers=auth(other))
     assert refusal(response) == (401, {"error": "invalid token"})
     assert (await state(api, job_id))["state"] == "delayed"
+
+
+async def test_the_admin_twin_promotes(admin: httpx.AsyncClient, api: Api) -> None:
+    job_id = await api.publish(delay=3600)
+    response = await admin.put(f"/queues/ns/q/job/{job_id}/promote", params={"pool": "default"})
+    assert (response.status_code, response.json()) == (200, {"msg": "promoted"})
+    assert (await state(api, job_id))["state"] == "ready"
+    assert refusal(await admin.put(f"/queues/ns/q/job/{job_id}/promote")) == (409, {"error": "job is not delayed"})
+    assert refusal(await admin.put("/queues/ns/q/job/gone/promote")) == (404, {"error": "job not found"})
+    assert refusal(await admin.put("/queues/ns/q/job/x/promote", params={"pool": "nope"})) == (
+        400,
+        {"error": "pool not found"},
+    )
+
+
+# -- the delay horizon ----------------------------------------------------------------------------
+
+
+async def test_stats_show_the_oldest_ready_job_and_the_delayed_ones_by_time_left(api: Api) -> None:
+    empty = await stats(api)
+    assert (empty["oldest_ready_ms"], empty["due"]) == (None, {"1m": 0, "1h": 0, "1d": 0, "later": 0})
+    before = time.time_ns() // 1_000_000
+    await api.publish()
+    after = time.time_ns() // 1_000_000
+    await publish(api, group="g")
+    for delay in (30, 1800, 1801, 5 * 3600, 3 * 86400):
+        await api.publish(delay=delay, ttl=0)
+    found = await stats(api)
+    assert before <= found["oldest_ready_ms"] <= after
+    assert (found["ready"], found["delayed"]) == (2, 5)  # the grouped job counts as ready
+    assert found["due"] == {"1m": 1, "1h": 2, "1d": 1, "later": 1}

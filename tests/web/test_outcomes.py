@@ -136,11 +136,7 @@ async def test_the_admin_twin_shows_and_sets_the_same_settings(admin: httpx.Asyn
 async def test_a_bad_keep_refuses_every_publish_and_stores_nothing(api: Api) -> None:
     job_id = await reserved(api)
     for keep in (str(MAX_KEEP + 1), "1h", "-1"):
-        query = {"keep": keep}
-        published = await api.client.put("/api/ns/q", params=query, content=b"x", headers=api.headers)
-        bulk = await api.client.put("/api/ns/q/bulk", params=query, content=b"[1,2]", headers=api.headers)
-        republished = await api.client.put(f"/api/ns/q/job/{job_id}", params=query, content=b"x", headers=api.headers)
-        for response in (published, bulk, republished):
+        for response in await api.publish_every_way(job_id, keep=keep):
             assert refusal(response) == (400, {"error": "invalid keep"}), keep
     assert await api.size() == 0
     assert (await api.get(f"/job/{job_id}")).json()["state"] == "reserved"  # the republish ACKed nothing

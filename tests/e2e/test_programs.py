@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT = 90.0
 PIPES: dict[str, Any] = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": RUN_TIMEOUT}
 # Modules the programs import, not programs themselves.
-LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py"}
+LIBRARIES = {"benchmarks/__init__.py", "benchmarks/loadclient.py", "benchmarks/flow_limits.py"}
 # Programs run as modules: they import the checkout's packages (benchmarks.harness, ...).
 AS_MODULES = ("benchmarks/", "scripts/dashboard_screenshots.py")
 # Every program, and the test that runs it.
@@ -38,6 +38,7 @@ RUN_BY = {
     "benchmarks/bench_longpolls.py": "tests/e2e/test_programs.py::test_bench_longpolls",
     "benchmarks/bench_event_streams.py": "tests/e2e/test_programs.py::test_bench_event_streams",
     "benchmarks/bench_cron.py": "tests/e2e/test_programs.py::test_bench_cron",
+    "benchmarks/bench_flow.py": "tests/e2e/test_programs.py::test_bench_flow",
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
     "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
@@ -186,6 +187,21 @@ def test_bench_push() -> None:
     out = ok(run("benchmarks/bench_push.py", *args))
     assert re.search(r"round 1: [\d,]+ deliveries/s \(200 in [\d.]+ s\); CPU per delivery: server \d+ us", out), out
     assert re.search(r"idle: server [\d.]+% of a core without push groups, [\d.]+% with 3 idle groups", out), out
+
+
+def test_bench_flow() -> None:
+    # Exit 1 would mean a limit or the fairness bound broken; the lines are what a reader looks for.
+    args = ["--groups", "20", "--per-group", "3", "--rounds", "1", "--settle", "0", "--workers", "1"]
+    args += ["--fair-jobs", "300", "--trials", "2", "--fair-skip", "5"]
+    args += ["--consumers", "8", "--limit-seconds", "1", "--max-reserved", "3", "--rate", "20", "--burst", "3"]
+    out = ok(run("benchmarks/bench_flow.py", *args))
+    assert re.search(
+        r"^  groups: 60 jobs in [\d.]+ s: [\d,]+ jobs/s, .* after the last ACK \([-+\d,]+ B\)", out, re.M
+    ), out
+    assert re.search(r"^groups: median [\d,]+ jobs/s with groups, [\d,]+ without: ratio [\d.]+", out, re.M), out
+    assert re.search(r"^fairness: worst [12] over 2 trials", out, re.M), out
+    assert re.search(r"^max_reserved=3, 8 consumers, hold 20 ms: .*: held$", out, re.M), out
+    assert re.search(r"^rate=20/s burst=3, 8 consumers: .* \(held\)$", out, re.M), out
 
 
 def test_bench_timers() -> None:

@@ -21,14 +21,16 @@ import httpx
 import pytest
 import redis
 
+from lmstfy_py.config.model import fastest_http_server
 from lmstfy_py.store.embedded import LOG_FILE, SOCKET_FILE, ping
-from tests.conftest import EVERY_HTTP_SERVER
 from tests.e2e.test_e2e import NS, QUEUE, STOP_TIMEOUT, Server, alive, create_token, make_lmstfy_server, redis_pids
 
 __all__ = ["make_lmstfy_server"]  # the fixture, imported to be used here
 
-# The server's life with its embedded Redis (start, Redis deaths, SIGTERM), under each HTTP server.
-HTTP_SERVERS = EVERY_HTTP_SERVER
+# The server's life with its embedded Redis (start, Redis deaths, SIGTERM).
+# What `serve` runs by default: the embedded Redis is supervised by the process that starts it,
+# before any HTTP server exists, and the same whichever serves (test_redis_freeze holds each's answers).
+HTTP_SERVERS = (fastest_http_server(),)
 
 WATCHER = "lmstfy_py.store.embedded_watcher"
 # The guarantees: a dead Redis noticed within 1 s, serving again within 2 s of the new

@@ -16,9 +16,11 @@ import lmstfy_py
 CHECK = """
 import importlib, sys
 failed = []
-for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m == "lmstfy_py" or m.startswith("lmstfy_py.")]:
-        del sys.modules[loaded]
+roots, rest = sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]
+for name in [*roots, *rest]:
+    if name in roots:  # first, in a fresh state; the rest after whatever came before them
+        for loaded in [m for m in sys.modules if m == "lmstfy_py" or m.startswith("lmstfy_py.")]:
+            del sys.modules[loaded]
     try:
         importlib.import_module(name)
     except Exception as exc:
@@ -28,9 +30,21 @@ print("\\n".join(failed))
 
 
 def test_every_module_imports_first() -> None:
+    """test_no_import_cycle proves the imports the code spells (in functions too) form no cycle, so
+    no module's import depends on what was imported before it but through what that graph cannot see
+    (importlib, a module's __getattr__). Those start where a program does: each module nothing in the
+    package imports is imported first, in a fresh state; every other module then imports at all."""
     names = [m.name for m in pkgutil.walk_packages(lmstfy_py.__path__, "lmstfy_py.")]
-    assert len(names) > 40
-    run = subprocess.run([sys.executable, "-c", CHECK, *names], capture_output=True, text=True, timeout=120)
+    graph = import_graph(Path(lmstfy_py.__file__).parent)
+    imported = set().union(*graph.values())
+    roots = [name for name in names if name not in imported]
+    assert len(names) > 40 and "lmstfy_py.cli" in roots and "lmstfy_py.store.engine" not in roots
+    run = subprocess.run(
+        [sys.executable, "-c", CHECK, *roots, "--", *[n for n in names if n not in roots]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == ""
 

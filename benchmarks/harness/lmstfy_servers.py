@@ -56,6 +56,9 @@ REDIS_NAMES = ("redis-server", "valkey-server")
 NS, QUEUE = "e2e", "jobs"
 
 
+PORT_ATTEMPTS = 3  # a first start on ports taken meanwhile is tried again on new ones
+
+
 class ServerError(RuntimeError):
     """A server that exited, never answered, or did not stop; the message ends with its stderr."""
 
@@ -95,6 +98,7 @@ class Server:
         self.own_flags = own_flags
         self.port = port or free_port()
         self.admin_port = admin_port or free_port()
+        self._ports_chosen_here = not port and not admin_port
         self.args = [*args, "--http-server", http_server] if http_server else list(args)
         name = f"server-{self.port}-{time.monotonic_ns()}"
         self.stdout_path = workdir / f"{name}.out"
@@ -132,10 +136,21 @@ class Server:
     # -- start ---------------------------------------------------------------------------
 
     def start(self, *more: str) -> Server:
-        """Launches it (with `more` flags besides its own) and waits until it answers."""
-        self.launch(*more)
-        self.wait_ready()
-        return self
+        """Launches it (with `more` flags besides its own) and waits until it answers. Ports this
+        harness chose were free a moment before; another process may bind one meanwhile (the
+        parallel tests start servers and Redis all the time): a first start refused so is tried
+        again on new ones. A restart keeps its ports: whoever restarts it relies on them."""
+        for attempt in range(PORT_ATTEMPTS):
+            self.launch(*more)
+            try:
+                self.wait_ready()
+                return self
+            except ServerError as refused:
+                taken = "Address already in use" in str(refused)
+                if not (taken and self._ports_chosen_here and self.starts == 0) or attempt == PORT_ATTEMPTS - 1:
+                    raise
+                self.port, self.admin_port = free_port(), free_port()
+        raise AssertionError("unreachable")
 
     def launch(self, *more: str) -> None:
         """Starts the process without waiting (several servers start faster together)."""

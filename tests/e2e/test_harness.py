@@ -1,0 +1,29 @@
+"""The harness that starts real servers for tests and benchmarks (benchmarks/harness/lmstfy_servers.py)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from benchmarks.harness.lmstfy_servers import Server, ServerError
+
+
+def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restart_does_not(tmp_path: Path) -> None:
+    """The ports the harness picks were free a moment before: another test's process may bind one
+    before the server does (a CI run failed so), which only costs a first start another try."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server = Server(tmp_path)
+        server.port = taken.getsockname()[1]  # as if it had been bound between the pick and the start
+        try:
+            server.start()
+            assert server.port != taken.getsockname()[1]
+            server.stop()
+            server.port = taken.getsockname()[1]  # a restart keeps its ports: its caller relies on them
+            with pytest.raises(ServerError, match="Address already in use"):
+                server.start()
+        finally:
+            server.kill() if server.running else None

@@ -33,6 +33,28 @@ class Backoff:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceContext:
+    """W3C trace context a job keeps from its publish (SPEC 15), as sent: `traceparent` checked
+    (`00-<32 hex>-<16 hex>-<2 hex>`, ids not all zero), `tracestate` at most 512 bytes or None."""
+
+    traceparent: str
+    tracestate: str | None = None
+
+    @property
+    def sampled(self) -> bool:
+        """Flags bit 01: the producer records this trace, so the server exports spans for the job."""
+        return int(self.traceparent[53:55], 16) & 1 == 1
+
+    @property
+    def trace_id(self) -> str:
+        return self.traceparent[3:35]
+
+    @property
+    def parent_id(self) -> str:
+        return self.traceparent[36:52]
+
+
+@dataclass(frozen=True, slots=True)
 class NewJob:
     """One job to publish; times are milliseconds inside the engine."""
 
@@ -48,6 +70,7 @@ class NewJob:
     backoff: Backoff | None = None
     keep_s: int | None = None  # seconds its record is kept once it ended; None: the queue's keep, read at publish
     group: str | None = None  # SPEC 14: its group (validated by the web layer); None: none, never group-limited
+    trace: TraceContext | None = None  # SPEC 15: kept with the job, returned with every delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +103,7 @@ class Job:
     attributes: dict[str, str] | None
     attempts: int = 0  # deliveries so far (this one included, for a consume)
     created_ms: int | None = None  # None: unknown (not kept, and the id is not one of ours)
+    trace: TraceContext | None = None  # SPEC 15: the trace context it was published with
 
     @property
     def elapsed_ms(self) -> int:

@@ -36,6 +36,7 @@ from lmstfy_py.store.engine_base import (
     EngineObserver,
     PumpResult,
     TimerSignal,
+    TracedStep,
     ack_call,
     index_due,
     now_ms,
@@ -54,7 +55,17 @@ from lmstfy_py.store.scripts import ScriptCall, run_pipeline
 from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
-__all__ = ["CHUNK", "PEEK_SCAN", "WAIT_SLICE_S", "Engine", "EngineObserver", "PumpResult", "TimerSignal", "now_ms"]
+__all__ = [
+    "CHUNK",
+    "PEEK_SCAN",
+    "WAIT_SLICE_S",
+    "Engine",
+    "EngineObserver",
+    "PumpResult",
+    "TimerSignal",
+    "TracedStep",
+    "now_ms",
+]
 __all__ += ["ttl_seconds"]
 
 

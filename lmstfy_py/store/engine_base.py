@@ -9,7 +9,7 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -24,7 +24,7 @@ from lmstfy_py.store.handover import Handover
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.scripts import Command, ScriptClient
 from lmstfy_py.store.wake import WakeHub
-from lmstfy_py.types import Job, NewJob
+from lmstfy_py.types import Job, NewJob, TraceContext
 
 PEEK_SCAN = 50  # ready elements peek looks past when their jobs expired
 CHUNK = 1000  # elements one destroy/respawn/delete/pump call handles, so Redis never blocks long
@@ -86,6 +86,26 @@ class PumpResult:
     next_due_ms: int  # -1: the namespace's timer is empty
 
 
+# What a traced step was (SPEC 15's span names, after "lmstfy."): "dead" is a job that died at its
+# ttr or at a release with no try left.
+TracedKind = Literal["publish", "consume", "ack", "complete", "release", "bury", "dead"]
+
+
+@dataclass(frozen=True, slots=True)
+class TracedStep:
+    """One step on one job whose trace context is sampled: what an exporter makes a span of, in the
+    job's trace with its traceparent's id as parent. Times: time.time_ns() around the step."""
+
+    kind: TracedKind
+    pool: str
+    ns: str
+    queue: str
+    job_id: str
+    trace: TraceContext
+    start_ns: int
+    end_ns: int
+
+
 class EngineObserver:
     """Told of each job operation after it succeeded (metrics count them); this one ignores them."""
 
@@ -103,6 +123,9 @@ class EngineObserver:
 
     def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
         pass
+
+    def traced(self, step: TracedStep) -> None:
+        """A step on a job whose trace context is sampled (SPEC 15); told only for those."""
 
 
 class TimerSignal:

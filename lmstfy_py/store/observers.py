@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmstfy_py.store.engine import EngineObserver, PumpResult
+from lmstfy_py.store.engine import EngineObserver, PumpResult, TracedStep
 from lmstfy_py.types import Job, NewJob
 
 
@@ -34,3 +34,7 @@ class Observers(EngineObserver):
     def pumped(self, pool: str, ns: str, result: PumpResult) -> None:
         for observer in self.observers:
             observer.pumped(pool, ns, result)
+
+    def traced(self, step: TracedStep) -> None:
+        for observer in self.observers:
+            observer.traced(step)

@@ -30,7 +30,7 @@ STAMP = VENV / ".lmstfy-install-stamp"
 # What each command needs: serving the runtime dependencies with the fast HTTP server (uvicorn,
 # the default where installed); tests and lint their tools too.
 SERVE_EXTRAS = ".[fast]"
-TEST_EXTRAS = ".[test,fast]"
+TEST_EXTRAS = ".[test,fast,otel]"
 NEEDS = {"serve": SERVE_EXTRAS, "test": TEST_EXTRAS, "lint": TEST_EXTRAS}
 # Measured from a fresh clone with empty caches on the 2-core VM (README, "Which machine"):
 # uv installed what serving needs in ~13 s, pip in ~28 s; with the test tools ~12 s and ~44 s.

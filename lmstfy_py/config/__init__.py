@@ -12,6 +12,7 @@ Layout (see deploy/lmstfy.toml for every key with its meaning):
     [pools.<name>]      PoolConfig, one table per pool; none at all = the embedded Redis
     [admin]             pool = "<name>" (where tokens and limits live)
     [admin.accounts]    user = "password" (admin API basic auth)
+    [admin.readonly_accounts]  user = "password" (the same, reading only)
     [push]              PushConfig: which networks push endpoints may reach
     [log]               LogConfig: level, dir, format
 

@@ -9,6 +9,7 @@ to a field case-insensitively and ignoring keys it does not know:
     TTLSecond, DelaySecond, TriesNum,
     TTRSecond, TimeoutSecond                     -> [defaults] ttl, delay, tries, ttr, timeout
     [Accounts] user = "password"                 -> [admin.accounts]
+    [ReadOnlyAccounts] user = "password"         -> [admin.readonly_accounts] (SPEC 15)
     [Pool.<name>] Addr, Password, DB,
                   MasterName, MigrateTo          -> [pools.<name>], format = "lmstfy"
     [AdminRedis] Addr, Password, DB, MasterName  -> [admin] pool: the pool on the same Redis
@@ -45,7 +46,9 @@ _TOP_NAMES = {
 }
 # lower-cased lmstfy name -> (our section, our key, lmstfy's name)
 _TOP = {name.lower(): (section, ours, name) for section, names in _TOP_NAMES.items() for ours, name in names.items()}
-_TABLES = {"accounts": "Accounts", "adminredis": "AdminRedis", "pool": "Pool"}
+_TABLES = {"accounts": "Accounts", "readonlyaccounts": "ReadOnlyAccounts", "adminredis": "AdminRedis", "pool": "Pool"}
+# lmstfy's tables of basic-auth accounts -> our key of [admin].
+_ACCOUNTS = {"accounts": "accounts", "readonlyaccounts": "readonly_accounts"}
 # Keys lmstfy 1.0.10 reads that lmstfy-py has no use for, and why.
 _NO_MEANING = {"poolsize": "lmstfy-py sizes its own connection pools"}
 _REDIS_KEYS = {"addr": "Addr", "password": "Password", "db": "DB", "mastername": "MasterName", "migrateto": "MigrateTo"}
@@ -106,7 +109,10 @@ def _translate_top(found: _Translation, key: str, value: Any) -> None:
     elif lower in _TABLES:
         if not isinstance(value, dict):
             raise found.fail(None, _TABLES[lower], "expected a table")
-        {"accounts": _translate_accounts, "adminredis": _translate_admin, "pool": _translate_pools}[lower](found, value)
+        if lower in _ACCOUNTS:
+            _translate_accounts(found, _ACCOUNTS[lower], _TABLES[lower], value)
+        else:
+            {"adminredis": _translate_admin, "pool": _translate_pools}[lower](found, value)
     else:
         found.warn(None, key, "not a key of lmstfy 1.0.10")
 
@@ -121,11 +127,11 @@ def _put_value(found: _Translation, section: str, ours: str, value: Any, name: s
     found.put(section, ours, value, (None, name))
 
 
-def _translate_accounts(found: _Translation, table: dict[str, Any]) -> None:
-    found.document.setdefault("admin", {})["accounts"] = dict(table)
-    found.names[("admin", "accounts")] = (None, "Accounts")
+def _translate_accounts(found: _Translation, ours: str, theirs: str, table: dict[str, Any]) -> None:
+    found.document.setdefault("admin", {})[ours] = dict(table)
+    found.names[("admin", ours)] = (None, theirs)
     for user in table:
-        found.names[("admin.accounts", user)] = ("Accounts", user)
+        found.names[(f"admin.{ours}", user)] = (theirs, user)
 
 
 def _translate_pools(found: _Translation, table: dict[str, Any]) -> None:

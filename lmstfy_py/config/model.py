@@ -204,6 +204,9 @@ class Config:
     # (a DNS-rebinding page gets 421): [admin] allowed_hosts.
     admin_allowed_hosts: tuple[str, ...] = ()
     push: PushConfig = field(default_factory=PushConfig)
+    # [admin.readonly_accounts]: basic-auth accounts that may read every admin route and change nothing
+    # (SPEC 15); with `accounts`, either turns basic auth on.
+    readonly_accounts: dict[str, str] = field(default_factory=dict)
     # What the file said that means nothing here (an lmstfy config file's keys): told once at start.
     warnings: tuple[str, ...] = field(default=(), compare=False)
 

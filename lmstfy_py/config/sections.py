@@ -67,6 +67,7 @@ def parse_document(source: str, document: Mapping[str, Any]) -> Config:
         log,
         admin_allowed_hosts=admin.allowed_hosts,
         push=push,
+        readonly_accounts=admin.readonly_accounts,
     )
 
 
@@ -222,6 +223,7 @@ def _check_url(url: str, reader: Reader) -> None:
 class _AdminSection:
     pool: str
     accounts: dict[str, str]
+    readonly_accounts: dict[str, str]
     metrics_public: bool
     allowed_hosts: tuple[str, ...]
 
@@ -229,19 +231,30 @@ class _AdminSection:
 def _read_admin(source: str, table: dict[str, Any], pools: dict[str, PoolConfig]) -> _AdminSection:
     reader = Reader(source, "admin", table)
     admin_pool = reader.required_string("pool", DEFAULT_POOL)
-    accounts = reader.take("accounts")
+    accounts, readonly = reader.take("accounts"), reader.take("readonly_accounts")
     metrics_public = reader.boolean("metrics_public", False)
     allowed_hosts = _host_names(reader, "allowed_hosts")
     reader.finish()
     # With no pools the embedded Redis becomes the only pool, named default.
     if admin_pool not in (set(pools) or {DEFAULT_POOL}):
         reader.fail("pool", f'no pool named "{admin_pool}" is configured')
-    if accounts is None:
-        return _AdminSection(admin_pool, {}, metrics_public, allowed_hosts)
-    if not isinstance(accounts, dict):
-        reader.fail("accounts", f"expected a table of user = password, got {toml_type(accounts)}")
-    read = _read_accounts(Reader(source, "admin.accounts", accounts))
-    return _AdminSection(admin_pool, read, metrics_public, allowed_hosts)
+    full = _account_table(reader, "accounts", accounts)
+    read_only = _account_table(reader, "readonly_accounts", readonly)
+    both = sorted(set(full) & set(read_only))
+    if both:
+        # Which of the two would a login with that name be? Neither guess is safe: refuse to start.
+        problem = "also in [admin.accounts]: an account is either full or read-only, not both"
+        raise ConfigError(source, problem, "admin.readonly_accounts", both[0])
+    return _AdminSection(admin_pool, full, read_only, metrics_public, allowed_hosts)
+
+
+def _account_table(reader: Reader, key: str, value: Any) -> dict[str, str]:
+    """[admin.accounts] or [admin.readonly_accounts]: user = "password"."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        reader.fail(key, f"expected a table of user = password, got {toml_type(value)}")
+    return _read_accounts(Reader(reader.source, f"admin.{key}", value))
 
 
 def _host_names(reader: Reader, key: str) -> tuple[str, ...]:

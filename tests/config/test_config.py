@@ -270,10 +270,25 @@ def test_with_embedded_makes_the_default_pool() -> None:
         ("[admin.accounts]\nroot = 1\n", "[admin.accounts] root: expected a string, got an integer"),
         ("[admin.accounts]\nroot = ''\n", "[admin.accounts] root: must not be empty"),
         ("[admin.accounts]\n'a:b' = 'pw'\n", "[admin.accounts] a:b: a basic-auth user name cannot contain ':'"),
+        ("[admin]\nreadonly_accounts = 1\n", "[admin] readonly_accounts: expected a table of user = password"),
+        ("[admin.readonly_accounts]\nops = ''\n", "[admin.readonly_accounts] ops: must not be empty"),
+        (
+            "[admin.accounts]\nops = 'a'\n[admin.readonly_accounts]\nops = 'b'\n",
+            "[admin.readonly_accounts] ops: also in [admin.accounts]: an account is either full or read-only, not both",
+        ),
     ],
 )
 def test_bad_file_gives_one_line_naming_the_problem(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text).startswith(expected)
+
+
+def test_readonly_accounts_beside_the_full_ones(tmp_path: Path) -> None:
+    """SPEC 15: [admin.readonly_accounts] alone turns basic auth on; with [admin.accounts] both are kept."""
+    assert Config().readonly_accounts == {}
+    alone = load_config(write(tmp_path, '[admin.readonly_accounts]\nviewer = "look"\n'))
+    assert (alone.accounts, alone.readonly_accounts) == ({}, {"viewer": "look"})
+    both = load_config(write(tmp_path, '[admin.accounts]\nroot = "pw"\n[admin.readonly_accounts]\nviewer = "look"\n'))
+    assert (both.accounts, both.readonly_accounts) == ({"root": "pw"}, {"viewer": "look"})
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -145,6 +145,13 @@ def test_keys_without_meaning_are_warned_about_not_refused(tmp_path: Path) -> No
     )
 
 
+def test_read_only_accounts(tmp_path: Path) -> None:
+    """SPEC 15: lmstfy's `ReadOnlyAccounts` table (any case, as lmstfy matches keys) beside `Accounts`."""
+    config = load(tmp_path, DEMO.replace("[Accounts]", '[readonlyAccounts]\nviewer = "look"\n\n[Accounts]'))
+    assert (config.accounts, config.readonly_accounts) == ({"test_user": "change.me"}, {"viewer": "look"})
+    assert config.warnings == ()
+
+
 def test_our_own_file_is_not_taken_for_lmstfy_s(tmp_path: Path) -> None:
     config = load(tmp_path, '[server]\nport = 8000\n[pools.default]\nurl = "redis://h:1/0"\n')
     # Our own file's pools keep our default ("auto": lmstfy's layout served when found), not lmstfy's file's "lmstfy".
@@ -167,6 +174,12 @@ def test_our_own_file_is_not_taken_for_lmstfy_s(tmp_path: Path) -> None:
         ('[Pool.default]\nAddr = "a:1"\nDB = "0"\n', "[Pool.default] DB: expected an integer"),
         ('[Pool.default]\nAddr = "a:1"\nMigrateTo = "gone"\n', "[Pool.default] MigrateTo: must name another"),
         ('[Pool.default]\nAddr = "a:1"\n[Accounts]\nroot = 1\n', "[Accounts] root: expected a string"),
+        ('[Pool.default]\nAddr = "a:1"\n[ReadOnlyAccounts]\nv = 1\n', "[ReadOnlyAccounts] v: expected a string"),
+        ('ReadOnlyAccounts = "v:pw"\n[Pool.default]\nAddr = "a:1"\n', "ReadOnlyAccounts: expected a table"),
+        (
+            '[Pool.default]\nAddr = "a:1"\n[Accounts]\nops = "a"\n[ReadOnlyAccounts]\nops = "b"\n',
+            "[ReadOnlyAccounts] ops: also in [admin.accounts]: an account is either full or read-only",
+        ),
         ('Pool = "a:1"\n', "Pool: expected a table"),
         ('[Pool.default]\nAddr = "a:1"\n[AdminRedis]\nAddr = ""\n', "[AdminRedis] Addr: required"),
     ],

@@ -84,7 +84,7 @@ def stopping_line(sig: int) -> str:
 def exposure_warning(config: Config, listeners: Listeners) -> str | None:
     """A warning when anyone on the network could mint tokens: admin port not loopback, no accounts."""
     host = listeners.admin.getsockname()[0]
-    if config.accounts or ipaddress.ip_address(host.split("%")[0]).is_loopback:
+    if config.accounts or config.readonly_accounts or ipaddress.ip_address(host.split("%")[0]).is_loopback:
         return None
     return (
         f"lmstfy-py: warning: the admin API listens on {url_of(listeners.admin)} with no [admin.accounts]: "

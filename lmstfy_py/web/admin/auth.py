@@ -1,4 +1,5 @@
-"""HTTP basic auth for the admin app when accounts are configured ([admin.accounts]).
+"""HTTP basic auth for the admin app when accounts are configured ([admin.accounts], and
+[admin.readonly_accounts]: accounts that may only read, readonly.py).
 
 With no account every admin route is open (lmstfy's default; the server warns at start when
 the admin port is then reachable beyond loopback). With accounts, every route but the public
@@ -7,7 +8,8 @@ challenge (web/errors.py adds the WWW-Authenticate header). Wrong credentials ar
 address (admin/logins.py): past the limit that address gets 429 with Retry-After, right credentials
 included. The address is the connection's peer: behind a reverse proxy, the proxy's (no
 X-Forwarded-For is trusted, for anyone could send one). A request without credentials is no guess
-and is not counted.
+and is not counted. A read-only account's change is refused (403) once its login is accepted:
+in JSON, or as a page under /ui.
 """
 
 from __future__ import annotations
@@ -17,22 +19,24 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Literal
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lmstfy_py.admin.logins import Logins
+from lmstfy_py.config import Config
 from lmstfy_py.errors import Forbidden
+from lmstfy_py.web.admin import readonly
+from lmstfy_py.web.dashboard.render import error_page
 from lmstfy_py.web.errors import LoginsLimited
-
-if TYPE_CHECKING:
-    from lmstfy_py.runtime import Runtime
 
 # What probes and load balancers read without credentials; none of it is secret. /metrics names
 # every namespace and queue: public only with `metrics_public = true`.
 PUBLIC_ROUTES = frozenset({("GET", "/version"), ("GET", "/ready"), ("GET", "/pools")})
 METRICS = ("GET", "/metrics")
+DASHBOARD = "/ui"
+READ_ONLY_PAGE = "This account is read-only: it can look at everything here and change nothing."
 
 
 def credentials(authorization: str | None) -> tuple[bytes, bytes] | None:
@@ -62,6 +66,15 @@ def authorized(accounts: Mapping[str, str], user: bytes, password: bytes) -> boo
     return found
 
 
+def account_kind(
+    full: Mapping[str, str], read_only: Mapping[str, str], user: bytes, password: bytes
+) -> Literal["full", "readonly"] | None:
+    """Which kind of account user and password are, None for neither; both tables are always
+    compared whole (a name is in one of them at most: the config refuses it in both)."""
+    is_full, is_readonly = authorized(full, user, password), authorized(read_only, user, password)
+    return "full" if is_full else "readonly" if is_readonly else None
+
+
 class AdminAuthMiddleware:
     """Requires basic auth on every admin route but the public ones when accounts are configured."""
 
@@ -72,13 +85,23 @@ class AdminAuthMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             await self._check(scope)
+            if readonly.refused(scope):
+                await self._refuse(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        if path != DASHBOARD and not path.startswith(DASHBOARD + "/"):
+            raise readonly.ReadOnlyRefused(readonly.REFUSED)
+        await error_page(READ_ONLY_PAGE, readonly.ReadOnlyRefused.status)(scope, receive, send)
+
     async def _check(self, scope: Scope) -> None:
-        runtime: Runtime = scope["app"].state.runtime
-        accounts = runtime.config.accounts
+        config: Config = scope["app"].state.runtime.config
         asked = (scope["method"], scope["path"])
-        if not accounts or asked in PUBLIC_ROUTES or (asked == METRICS and runtime.config.metrics_public):
+        if not (config.accounts or config.readonly_accounts) or asked in PUBLIC_ROUTES:
+            return
+        if asked == METRICS and config.metrics_public:
             return
         header = Headers(scope=scope).get("authorization")
         if header is None:
@@ -86,7 +109,9 @@ class AdminAuthMiddleware:
         client = scope.get("client")
         address = client[0] if client else None
         given = credentials(header)
-        if given is not None and authorized(accounts, *given):
+        kind = account_kind(config.accounts, config.readonly_accounts, *given) if given is not None else None
+        if kind is not None:
+            readonly.mark(scope, kind == "readonly")
             retry_after = await self.logins.refused(address)
         else:
             retry_after = await self.logins.failed(address)

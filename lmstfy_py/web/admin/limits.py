@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute
 
 from lmstfy_py.errors import InvalidParameter, NotFound
 from lmstfy_py.web import limit_params, params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.admin.request import namespace_of, runtime_of
 from lmstfy_py.web.middleware import route
 
@@ -26,8 +27,10 @@ def _token_of(request: Request) -> tuple[str, str, str]:
 
 
 async def list_limits(request: Request) -> Response:
-    found = await runtime_of(request).limits.list_all()
-    return JSONResponse([entry.as_json() for entry in found])
+    found = [entry.as_json() for entry in await runtime_of(request).limits.list_all()]
+    for entry in found:
+        entry["token"] = readonly.shown(request.scope, entry["token"])
+    return JSONResponse(found)
 
 
 async def get_limit(request: Request) -> Response:

@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.admin.request import namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 
@@ -17,7 +18,7 @@ MIN_USER_TOKEN_LEN = 20
 async def list_tokens(request: Request) -> Response:
     ns = namespace_of(request)
     tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
-    return JSONResponse({"tokens": tokens})
+    return JSONResponse(readonly.hide_token_keys(request.scope, {"tokens": tokens}))
 
 
 async def create_token(request: Request) -> Response:

@@ -28,6 +28,7 @@ from lmstfy_py.push import shown
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.dashboard import csrf, display
 from lmstfy_py.web.errors import as_lmstfy_error
 from lmstfy_py.web.middleware import route
@@ -129,6 +130,8 @@ async def page(request: Request, template: str, context: Mapping[str, Any], stat
         "csrf_token": await board.csrf.token(nonce),
         "refresh_ms": REFRESH_MS,
         "notice": notice_of(request),
+        # A read-only account's pages have no form that changes anything (its POST would be refused).
+        "readonly": readonly.is_readonly(request.scope),
     }
     html = TEMPLATES.get_template(template).render({**frame, **context})
     response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)

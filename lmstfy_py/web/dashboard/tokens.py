@@ -1,5 +1,6 @@
 """Tokens and their limits (GET /ui/tokens): list a pool's tokens by namespace, create one (shown
-once, in full), delete one (after a confirmation), set or delete a token's limit."""
+once, in full), delete one (after a confirmation), set or delete a token's limit. A read-only
+account sees each token's short hash only, and none of the forms (web/admin/readonly.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.responses import Response
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import limit_params, params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.dashboard import render
 
 TOKENS = "/ui/tokens"
@@ -27,7 +29,8 @@ async def show_tokens(request: Request) -> Response:
     namespaces = []
     for ns in names:
         tokens = await runtime.tokens.list_tokens(pool, ns)
-        namespaces.append((ns, [(token, tokens[token], limits.get((ns, token))) for token in sorted(tokens)]))
+        listed = [(readonly.shown(request.scope, token), tokens[token], limits.get((ns, token))) for token in tokens]
+        namespaces.append((ns, sorted(listed, key=lambda row: row[0])))
     return await render.page(request, "tokens.html", {"namespaces": namespaces})
 
 

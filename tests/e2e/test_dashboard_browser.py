@@ -28,7 +28,7 @@ CHROMIUM = "/usr/bin/chromium"
 # A change shows within one refresh once the fetch after it is answered; a publish that lands
 # just after a refresh's fetch waits for the next one: two intervals, plus the fetch on a busy machine.
 SHOWN_WITHIN_MS = 2 * REFRESH_MS + 2000
-ACCOUNTS_TOML = '[admin.accounts]\nalice = "wonder land"\n'
+ACCOUNTS_TOML = '[admin.accounts]\nalice = "wonder land"\n[admin.readonly_accounts]\nviewer = "look only"\n'
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +289,18 @@ def test_basic_auth_challenge_when_accounts_are_configured(tmp_path: Path, brows
             expect(page.locator("#live")).to_contain_text("updated", timeout=SHOWN_WITHIN_MS)  # refreshes authenticated
         finally:
             operator.close()
+        # A read-only account (SPEC 15) sees the pages without a form, and its changes are refused.
+        viewer = browser.new_context(http_credentials={"username": "viewer", "password": "look only"})
+        try:
+            page = viewer.new_page()
+            answer = page.goto(f"{secured.admin_url}/ui/tokens")
+            assert answer is not None and answer.status == 200
+            expect(page.locator("#readonly")).to_have_text("read-only")
+            expect(page.locator("form[method=post]")).to_have_count(0)
+            posted = page.evaluate("fetch('/ui/tokens/create', {method: 'POST'}).then((answer) => answer.status)")
+            assert posted == 403
+        finally:
+            viewer.close()
 
 
 # What a chart's line goes through, sampled along its length by the browser: whatever the element

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from lmstfy_py import server
+from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app
@@ -45,7 +46,7 @@ _CSRF = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 
 @pytest.fixture
 async def secured(redis_url: str) -> AsyncIterator[Runtime]:
-    pools = {"default": PoolConfig("default", url=redis_url)}
+    pools = {name: PoolConfig(name, url=redis_url) for name in ("default", "other")}
     readonly = {"viewer": VIEWER_PASSWORD}
     runtime = await Runtime.start(Config(pools=pools, accounts=ACCOUNTS, readonly_accounts=readonly), run_pumps=False)
     try:
@@ -142,6 +143,12 @@ async def test_no_page_shows_a_token_or_a_form_to_a_read_only_account(
     tokens = (await admin.get("/ui/tokens", headers=VIEWER)).text
     assert f'<code class="masked-token">{SHOWN}</code>' in tokens and "1, 2 per 3 s" in tokens
     assert TOKEN in (await admin.get("/ui/tokens", headers=FULL)).text
+
+
+async def test_a_token_of_another_pool_keeps_its_prefix(secured: Runtime, admin: httpx.AsyncClient) -> None:
+    await secured.limits.create("other", "ns", TOKEN, Limit(read=1, write=2, interval=3))
+    limits = (await admin.get("/limits", headers=VIEWER)).json()
+    assert [entry["token"] for entry in limits] == [f"other:{SHOWN}"]
 
 
 def test_read_only_accounts_alone_turn_basic_auth_on() -> None:

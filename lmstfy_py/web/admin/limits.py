@@ -6,6 +6,8 @@ that does not exist (yet), as in lmstfy; deleting a token deletes its limit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute
@@ -27,10 +29,8 @@ def _token_of(request: Request) -> tuple[str, str, str]:
 
 
 async def list_limits(request: Request) -> Response:
-    found = [entry.as_json() for entry in await runtime_of(request).limits.list_all()]
-    for entry in found:
-        entry["token"] = readonly.shown(request.scope, entry["token"])
-    return JSONResponse(found)
+    found = await runtime_of(request).limits.list_all()
+    return JSONResponse([replace(entry, token=readonly.shown(request.scope, entry.token)).as_json() for entry in found])
 
 
 async def get_limit(request: Request) -> Response:

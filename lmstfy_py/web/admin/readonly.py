@@ -5,25 +5,24 @@ The auth middleware (auth.py) marks on the request's scope which kind of account
 read-only account may GET (and HEAD) every admin route; any other method is refused with 403
 before any route runs, so nothing changes. It never sees a token either: with one it could act on
 the data plane (delete dead letters, destroy queues) what it may not on the admin port. Where a
-token would be shown, it sees `sha256:` and the first 12 hex digits of the SHA-256 of the text a
-full account sees in that place: enough to tell tokens apart and to match one a full account
-holds, nothing to use.
+token would be shown, it sees `sha256:` and the token's short hash (the first 12 hex digits of its
+SHA-256, as metrics show it; a `pool:` prefix stays): enough to tell tokens apart and to match one
+a full account holds, nothing to use.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from starlette.types import Scope
 
 from lmstfy_py.errors import LmstfyError
+from lmstfy_py.metrics.recording import token_label
 
 READS = frozenset({"GET", "HEAD"})
 REFUSED = "read-only account"
 HASH_PREFIX = "sha256:"
-HASH_HEX = 12
 _SCOPE_KEY = "lmstfy_py.readonly"  # set by auth.py on every request it let through with credentials
 
 
@@ -48,7 +47,8 @@ def refused(scope: Scope) -> bool:
 
 
 def masked(token: str) -> str:
-    return HASH_PREFIX + hashlib.sha256(token.encode()).hexdigest()[:HASH_HEX]
+    # The short hash metrics and the throttle's 429 show: one name for a token everywhere.
+    return HASH_PREFIX + token_label(token)
 
 
 def shown(scope: Scope, token: str) -> str:

@@ -280,27 +280,29 @@ def test_basic_auth_challenge_when_accounts_are_configured(tmp_path: Path, brows
                 assert answered.value.headers["www-authenticate"] == 'Basic realm="lmstfy-py"'
             finally:
                 refused.close()
-        operator = browser.new_context(http_credentials={"username": "alice", "password": "wonder land"})
-        try:
-            page = operator.new_page()
+        with logged_in(browser, "alice", "wonder land") as page:
             answer = page.goto(f"{secured.admin_url}/ui")
             assert answer is not None and answer.status == 200
             expect(page.locator("h1")).to_contain_text("Pool default")
             expect(page.locator("#live")).to_contain_text("updated", timeout=SHOWN_WITHIN_MS)  # refreshes authenticated
-        finally:
-            operator.close()
         # A read-only account (SPEC 15) sees the pages without a form, and its changes are refused.
-        viewer = browser.new_context(http_credentials={"username": "viewer", "password": "look only"})
-        try:
-            page = viewer.new_page()
+        with logged_in(browser, "viewer", "look only") as page:
             answer = page.goto(f"{secured.admin_url}/ui/tokens")
             assert answer is not None and answer.status == 200
             expect(page.locator("#readonly")).to_have_text("read-only")
             expect(page.locator("form[method=post]")).to_have_count(0)
             posted = page.evaluate("fetch('/ui/tokens/create', {method: 'POST'}).then((answer) => answer.status)")
             assert posted == 403
-        finally:
-            viewer.close()
+
+
+@contextlib.contextmanager
+def logged_in(browser: Browser, user: str, password: str) -> Iterator[Page]:
+    """A page of a fresh context that answers the basic-auth challenge with this account."""
+    made = browser.new_context(http_credentials={"username": user, "password": password})
+    try:
+        yield made.new_page()
+    finally:
+        made.close()
 
 
 # What a chart's line goes through, sampled along its length by the browser: whatever the element

@@ -16,7 +16,7 @@ from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app
-from tests.conftest import client_for
+from tests.web import test_auth
 from tests.web.test_auth import ACCOUNTS, ANSWERS, CHALLENGE, TOKEN, _listeners, answered, basic, expected, seed
 
 VIEWER_PASSWORD = "look but do not touch"
@@ -55,10 +55,7 @@ async def secured(redis_url: str) -> AsyncIterator[Runtime]:
         await runtime.stop()
 
 
-@pytest.fixture
-async def admin(secured: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_admin_app(secured)) as client:
-        yield client
+admin = test_auth.admin  # the admin app on this module's `secured` runtime
 
 
 async def state(admin: httpx.AsyncClient) -> list[tuple[int, object]]:

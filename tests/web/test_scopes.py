@@ -8,15 +8,12 @@ the same for every pool kind (tests/admin/test_token_store.py holds the storage)
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store import keys
-from lmstfy_py.web import create_admin_app, create_data_app, data
-from tests.conftest import client_for
+from lmstfy_py.web import data as data_app
 from tests.web.conftest import auth
 from tests.web.test_dashboard import csrf_token, post
 
@@ -62,15 +59,9 @@ SCOPES = ("publish", "consume", "read", "manage")
 
 
 @pytest.fixture
-async def admin(standalone_web_runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_admin_app(standalone_web_runtime)) as client:
-        yield client
-
-
-@pytest.fixture
-async def api(standalone_web_runtime: Runtime) -> AsyncIterator[httpx.AsyncClient]:
-    async with client_for(create_data_app(standalone_web_runtime)) as client:
-        yield client
+def runtime(standalone_web_runtime: Runtime) -> Runtime:
+    """tests/conftest.py's `data` and `admin` clients on the standalone Redis alone."""
+    return standalone_web_runtime
 
 
 async def scoped(admin: httpx.AsyncClient, scope: str | None = None, queues: str | None = None) -> dict[str, str]:
@@ -83,7 +74,7 @@ async def scoped(admin: httpx.AsyncClient, scope: str | None = None, queues: str
 
 
 def test_the_table_names_every_data_route() -> None:
-    served = {(method, route.path) for route in data.ROUTES for method in route.methods or ()}
+    served = {(method, route.path) for route in data_app.ROUTES for method in route.methods or ()}
     listed = {(method, _pattern(path)) for method, path, _ in ROUTES} | {(m, _pattern(p)) for m, p in OPEN}
     assert listed == served
 
@@ -100,82 +91,82 @@ def _pattern(path: str) -> str:
 
 @pytest.mark.parametrize(("method", "path", "needed"), ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])
 async def test_each_route_needs_its_scope(
-    admin: httpx.AsyncClient, api: httpx.AsyncClient, method: str, path: str, needed: set[str]
+    admin: httpx.AsyncClient, data: httpx.AsyncClient, method: str, path: str, needed: set[str]
 ) -> None:
     for missing in needed:
         others = ",".join(scope for scope in SCOPES if scope != missing)
-        refused = await api.request(method, path, headers=await scoped(admin, others), content=b"[1]")
+        refused = await data.request(method, path, headers=await scoped(admin, others), content=b"[1]")
         assert (refused.status_code, refused.json()) == (403, FORBIDDEN), f"without {missing}"
-    wrong_queue = await api.request(method, path, headers=await scoped(admin, queues="other-*"), content=b"[1]")
+    wrong_queue = await data.request(method, path, headers=await scoped(admin, queues="other-*"), content=b"[1]")
     assert (wrong_queue.status_code, wrong_queue.json()) == (403, FORBIDDEN)
-    allowed = await api.request(method, path, headers=await scoped(admin, ",".join(needed), "q"), content=b"[1]")
+    allowed = await data.request(method, path, headers=await scoped(admin, ",".join(needed), "q"), content=b"[1]")
     assert allowed.status_code != 403, allowed.text
 
 
-async def test_size_routes_stay_open(admin: httpx.AsyncClient, api: httpx.AsyncClient) -> None:
+async def test_size_routes_stay_open(admin: httpx.AsyncClient, data: httpx.AsyncClient) -> None:
     nothing_here = await scoped(admin, "publish", "other")
     for method, path in OPEN:
-        assert (await api.request(method, path, headers=nothing_here)).status_code == 200
-        assert (await api.request(method, path)).status_code == 200
+        assert (await data.request(method, path, headers=nothing_here)).status_code == 200
+        assert (await data.request(method, path)).status_code == 200
 
 
 async def test_scope_is_checked_before_any_parameter_after_the_token(
-    admin: httpx.AsyncClient, api: httpx.AsyncClient
+    admin: httpx.AsyncClient, data: httpx.AsyncClient
 ) -> None:
     reader = await scoped(admin, "read")
-    refused = await api.put("/api/ns/q", params={"delay": "soon"}, headers=reader)
+    refused = await data.put("/api/ns/q", params={"delay": "soon"}, headers=reader)
     assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
-    refused = await api.put("/api/ns/q/job/not%20an%20id", headers=reader)
+    refused = await data.put("/api/ns/q/job/not%20an%20id", headers=reader)
     assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
-    refused = await api.put("/api/ns/q/cron/bad%20name", headers=reader)
+    refused = await data.put("/api/ns/q/cron/bad%20name", headers=reader)
     assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
     publisher = await scoped(admin, "publish")
-    assert (await api.put("/api/ns/q", params={"delay": "soon"}, headers=publisher)).status_code == 400
+    assert (await data.put("/api/ns/q", params={"delay": "soon"}, headers=publisher)).status_code == 400
     # Before it: the names (400), the pool (404) and the token (401).
-    assert (await api.put("/api/ns/bad.name", headers=reader)).status_code == 400
+    assert (await data.put("/api/ns/bad.name", headers=reader)).status_code == 400
     other_pool = {"X-Token": "nope:" + reader["X-Token"]}
-    assert (await api.put("/api/ns/q", headers=other_pool)).status_code == 404
-    assert (await api.put("/api/ns/q", headers={"X-Token": "x" * 32})).status_code == 401
-    assert (await api.put("/api/other-ns/q", headers=reader)).status_code == 401
+    assert (await data.put("/api/ns/q", headers=other_pool)).status_code == 404
+    assert (await data.put("/api/ns/q", headers={"X-Token": "x" * 32})).status_code == 401
+    assert (await data.put("/api/other-ns/q", headers=reader)).status_code == 401
 
 
 async def test_queue_patterns_are_case_sensitive_globs_on_the_whole_name(
-    admin: httpx.AsyncClient, api: httpx.AsyncClient
+    admin: httpx.AsyncClient, data: httpx.AsyncClient
 ) -> None:
     token = await scoped(admin, "publish", "orders-*,x?,[a-c]1,[!a-c]2")
     for queue in ("orders-1", "orders-", "xy", "b1", "z2"):
-        assert (await api.put(f"/api/ns/{queue}", headers=token)).status_code == 201, queue
+        assert (await data.put(f"/api/ns/{queue}", headers=token)).status_code == 201, queue
     for queue in ("Orders-1", "my-orders-1", "xyz", "x", "d1", "a2"):
-        refused = await api.put(f"/api/ns/{queue}", headers=token)
+        refused = await data.put(f"/api/ns/{queue}", headers=token)
         assert (refused.status_code, refused.json()) == (403, FORBIDDEN), queue
 
 
-async def test_a_multi_queue_consume_needs_every_queue(admin: httpx.AsyncClient, api: httpx.AsyncClient) -> None:
+async def test_a_multi_queue_consume_needs_every_queue(admin: httpx.AsyncClient, data: httpx.AsyncClient) -> None:
     token = await scoped(admin, "consume,read", "orders-*")
-    assert (await api.get("/api/ns/orders-1,orders-2", headers=token)).status_code == 404  # no job, allowed
-    refused = await api.get("/api/ns/orders-1,other", headers=token)
+    assert (await data.get("/api/ns/orders-1,orders-2", headers=token)).status_code == 404  # no job, allowed
+    refused = await data.get("/api/ns/orders-1,other", headers=token)
     assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
-    merged = await api.get("/api/ns/events", params={"queues": "orders-1,other"}, headers=token)
+    merged = await data.get("/api/ns/events", params={"queues": "orders-1,other"}, headers=token)
     assert (merged.status_code, merged.json()) == (403, FORBIDDEN)
-    merged = await api.get("/api/ns/events", params={"queues": "orders-1,orders-2"}, headers=token)
+    merged = await data.get("/api/ns/events", params={"queues": "orders-1,orders-2"}, headers=token)
     assert merged.status_code == 409  # events are off for these queues: past the scope check
 
 
 async def test_a_refused_request_changes_nothing_and_takes_no_throttle_unit(
-    admin: httpx.AsyncClient, api: httpx.AsyncClient
+    admin: httpx.AsyncClient, data: httpx.AsyncClient
 ) -> None:
     token = await scoped(admin, "publish", "a*")
     limit = {"read": 0, "write": 1, "interval": 60}
     assert (await admin.post(f"/token/ns/{token['X-Token']}/limit", json=limit)).status_code == 201
     for _ in range(3):
-        assert (await api.put("/api/ns/b", headers=token)).status_code == 403
-    assert (await api.get("/api/ns/b/size")).json()["size"] == 0
-    assert (await api.put("/api/ns/a1", headers=token)).status_code == 201  # the window's one unit was left
-    assert (await api.put("/api/ns/a1", headers=token)).status_code == 429
+        assert (await data.put("/api/ns/b", headers=token)).status_code == 403
+    assert (await data.get("/api/ns/b/size")).json()["size"] == 0
+    assert (await data.put("/api/ns/a1", headers=token)).status_code == 201  # the window's one unit was left
+    assert (await data.put("/api/ns/a1", headers=token)).status_code == 429
 
 
 async def test_unrestricted_tokens_answer_as_lmstfy(
-    admin: httpx.AsyncClient, api: httpx.AsyncClient, standalone_web_runtime: Runtime
+    admin: httpx.AsyncClient, data: httpx.AsyncClient, standalone_web_runtime: Runtime
 ) -> None:
     # A token as lmstfy writes it: one field of its hash, nothing beside it.
     lmstfy_token = "made-by-lmstfy-0123456789"
@@ -183,11 +174,11 @@ async def test_unrestricted_tokens_answer_as_lmstfy(
     plain = await scoped(admin)
     assert (await admin.get("/token/ns")).json() == {"tokens": {lmstfy_token: "lmstfy's", plain["X-Token"]: "scoped"}}
     for headers in (auth(lmstfy_token), plain):
-        published = await api.put("/api/ns/q", headers=headers)
+        published = await data.put("/api/ns/q", headers=headers)
         assert published.status_code == 201
-        assert (await api.put("/api/ns/q/pause", headers=headers)).status_code == 200
-        assert (await api.delete(f"/api/ns/q/job/{published.json()['job_id']}", headers=headers)).status_code == 204
-        assert (await api.delete("/api/ns/q", headers=headers)).status_code == 204
+        assert (await data.put("/api/ns/q/pause", headers=headers)).status_code == 200
+        assert (await data.delete(f"/api/ns/q/job/{published.json()['job_id']}", headers=headers)).status_code == 204
+        assert (await data.delete("/api/ns/q", headers=headers)).status_code == 204
 
 
 async def test_creating_and_listing_scoped_tokens(admin: httpx.AsyncClient) -> None:

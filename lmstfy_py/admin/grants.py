@@ -23,7 +23,7 @@ SCOPES = {"publish": PUBLISH, "consume": CONSUME, "read": READ, "manage": MANAGE
 EVERY_SCOPE = PUBLISH | CONSUME | READ | MANAGE
 # A pattern is spelled with a queue name's characters and the globs' own.
 PATTERN_RE = re.compile(r"[-_A-Za-z0-9*?\[\]!]+")
-MAX_DECISIONS = 10_000  # cached per-queue answers of one grant: bounds memory against queue names sprayed
+MAX_DECISIONS = 1024  # cached per-queue answers of one grant: bounds memory against queue names sprayed
 
 
 @dataclass(slots=True)
@@ -69,7 +69,7 @@ class Grant:
 UNRESTRICTED = Grant(None, None)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def decode(stored: bytes | str | None) -> Grant:
     """The grant stored; one object per stored form, so its per-queue answers outlive the token cache."""
     if not stored:

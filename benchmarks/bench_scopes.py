@@ -30,6 +30,7 @@ NS = "bench-scopes"
 SCOPED = {"scope": "publish,consume,read", "queues": "q*"}
 SIDES = ("unrestricted", "scoped")
 SCENARIOS = ("publish", "consume_ack")
+SETTLE_S = 1.0  # between runs: the last run's queue deleted, its connections closed
 
 
 def create_token(admin: str, grant: dict[str, str]) -> str:
@@ -83,7 +84,7 @@ async def run(args: argparse.Namespace, server: Server) -> None:
                 cpu[side, scenario].append(cpu_us(result))
                 print(f"  {side:<12} {bench.line_of(result)}  server µs/req {cpu_us(result):.0f}", flush=True)
                 httpx.delete(f"{server.data_url}/api/{NS}/q-{scenario}", params={"token": tokens["unrestricted"]})
-                await asyncio.sleep(args.settle)
+                await asyncio.sleep(SETTLE_S)
     for scenario in SCENARIOS:
         base, scoped = (statistics.median(rates[s, scenario]) for s in SIDES)
         base_cpu, scoped_cpu = (statistics.median(cpu[s, scenario]) for s in SIDES)
@@ -101,7 +102,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each side (alternated)")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds of load per scenario and side")
     parser.add_argument("--clients", type=int, default=32, help="connections")
-    parser.add_argument("--settle", type=float, default=1.0, help="seconds between runs")
     parser.add_argument("--http-server", choices=["hypercorn", "uvicorn"], help="the server's (default: its own)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as workdir:

@@ -106,22 +106,6 @@ class TokenKeys(NamedTuple):
     grants: str
 
 
-class TokenCreateArgs(NamedTuple):
-    token: str
-    description: str
-    grant: str
-
-
-TOKEN_CREATE = admin_step("token_create", TokenKeys, TokenCreateArgs, bool)
-
-
-class TokenDeleteArgs(NamedTuple):
-    tokens: tuple[str, ...]
-
-
-TOKEN_DELETE = admin_step("token_delete", TokenKeys, TokenDeleteArgs, int)
-
-
 class TokenArgs(NamedTuple):
     token: str
 
@@ -131,3 +115,19 @@ def _grant(reply: Any) -> bytes | None:
 
 
 TOKEN_GRANT = admin_step("token_grant", TokenKeys, TokenArgs, _grant)
+
+
+class TokenDeleteArgs(NamedTuple):
+    tokens: tuple[str, ...]
+
+
+TOKEN_DELETE = admin_step("token_delete", TokenKeys, TokenDeleteArgs, int)
+
+
+class TokenCreateArgs(NamedTuple):
+    token: str
+    description: str
+    grant: str
+
+
+TOKEN_CREATE = admin_step("token_create", TokenKeys, TokenCreateArgs, bool)

@@ -3,6 +3,8 @@ scopes and queue patterns)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
@@ -20,11 +22,12 @@ async def list_tokens(request: Request) -> Response:
     ns = namespace_of(request)
     store, pool = runtime_of(request).tokens, pool_of(request)
     tokens, granted = await store.list_tokens(pool, ns), await store.grants(pool, ns)
-    if not granted.keys() & tokens.keys():
-        return JSONResponse({"tokens": tokens})  # no token uses SPEC 15's scopes: lmstfy's answer (Part III)
-    # Beside lmstfy's map, each token's scopes and queue patterns (null: all).
-    scopes = {token: granted.get(token, grants.UNRESTRICTED).as_json() for token in tokens}
-    return JSONResponse({"tokens": tokens, "scopes": scopes})
+    answer: dict[str, Any] = {"tokens": tokens}
+    # Beside lmstfy's map, each token's scopes and queue patterns (null: all); without any, lmstfy's
+    # answer alone (SPEC Part III: what uses none of it answers as lmstfy).
+    if granted.keys() & tokens.keys():
+        answer["scopes"] = {token: granted.get(token, grants.UNRESTRICTED).as_json() for token in tokens}
+    return JSONResponse(answer)
 
 
 async def create_token(request: Request) -> Response:

@@ -3,7 +3,7 @@
 Publish, consume, ACK and batch ACK are answered by data.py's handlers when the data app routes
 a request (tests, embedding callers) and by hot.py's dispatcher when `lmstfy-py serve` does;
 both hand their request here as a `Call` and shape the result with web/answers.py, so the
-checks, their order (names, pool, token, parameters, body, throttle), the store call and the
+checks, their order (names, pool, token, its scope, parameters, body, throttle), the store call and the
 errors are one code. A Call holds only what these routes read, none of Starlette's per-request
 objects: that is most of what the dispatcher saves (docs/PERFORMANCE.md, issue 27).
 """

@@ -47,6 +47,15 @@ class Forbidden(LmstfyError):
     status = 401
 
 
+class OutOfScope(LmstfyError):
+    """A valid token whose scopes or queue patterns do not cover the route (SPEC 15, admin/grants.py)."""
+
+    status = 403
+
+    def __init__(self, message: str = "token scope forbids this") -> None:
+        super().__init__(message)
+
+
 class CrossSiteRefused(LmstfyError):
     """A change a browser asked for from another site (admin port), or a dashboard form whose CSRF
     token is missing or wrong."""

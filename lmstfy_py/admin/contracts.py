@@ -99,3 +99,35 @@ class SwitchArgs(NamedTuple):
 
 
 SWITCH_SET = admin_step("switch_set", SwitchKeys, SwitchArgs, int)
+
+
+class TokenKeys(NamedTuple):
+    tokens: str
+    grants: str
+
+
+class TokenArgs(NamedTuple):
+    token: str
+
+
+def _grant(reply: Any) -> bytes | None:
+    return None if reply is None else bytes(reply)
+
+
+TOKEN_GRANT = admin_step("token_grant", TokenKeys, TokenArgs, _grant)
+
+
+class TokenDeleteArgs(NamedTuple):
+    tokens: tuple[str, ...]
+
+
+TOKEN_DELETE = admin_step("token_delete", TokenKeys, TokenDeleteArgs, int)
+
+
+class TokenCreateArgs(NamedTuple):
+    token: str
+    description: str
+    grant: str
+
+
+TOKEN_CREATE = admin_step("token_create", TokenKeys, TokenCreateArgs, bool)

@@ -237,6 +237,13 @@ def tokens(pool: str, ns: str) -> str:
     return f"tk/{pool}/{ns}"
 
 
+def token_grants(pool: str, ns: str) -> str:
+    """Hash: token -> its scopes and queue patterns (admin/grants.py), only for a token that has any;
+    beside lmstfy's token hash, which stays token -> description. Hash-tagged with that hash's whole
+    name (untagged, it hashes whole): both are in one slot, so one script changes them together."""
+    return f"tkg/{{{tokens(pool, ns)}}}"
+
+
 def token_namespaces(pool: str) -> str:
     return f"tkns/{pool}"
 

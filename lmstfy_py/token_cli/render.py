@@ -108,8 +108,18 @@ def render_namespace_deleted(answer: Mapping[str, Any]) -> str:
     return f"deleted namespace {answer['namespace']}: {counts}"
 
 
-def render_tokens(answer: Mapping[str, Mapping[str, str]]) -> str:
-    return table(["TOKEN", "DESCRIPTION"], sorted(answer["tokens"].items()), empty="no tokens")
+def render_tokens(answer: Mapping[str, Mapping[str, Any]]) -> str:
+    """The tokens and descriptions; with their scopes and queue patterns (SPEC 15) when one of them has
+    any ("all" for none), before the description, whose spaces would make them hard to pick out."""
+    tokens, scopes = answer["tokens"], answer.get("scopes") or {}
+    if not any(scopes.get(token, {}).get(name) is not None for token in tokens for name in ("scope", "queues")):
+        return table(["TOKEN", "DESCRIPTION"], sorted(tokens.items()), empty="no tokens")
+    rows = [[token, *_granted(scopes.get(token, {})), description] for token, description in sorted(tokens.items())]
+    return table(["TOKEN", "SCOPE", "QUEUES", "DESCRIPTION"], rows, empty="no tokens")
+
+
+def _granted(grant: Mapping[str, Sequence[str] | None]) -> list[str]:
+    return [",".join(grant.get(name) or ()) if grant.get(name) is not None else "all" for name in ("scope", "queues")]
 
 
 def render_limits(answer: Sequence[Mapping[str, Any]]) -> str:

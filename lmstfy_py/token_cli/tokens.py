@@ -15,15 +15,27 @@ from lmstfy_py.token_cli.render import path, pooled, render_limit, render_limits
 @click.option(
     "--token", "user_token", metavar="TOKEN", help="Store this token (20+ characters) instead of a random one."
 )
+@click.option("--scope", metavar="S,...", help="Only these of publish, consume, read, manage (default: all).")
+@click.option("--queues", metavar="P,...", help="Only queues matching these globs: *, ?, [...] (default: all).")
 @pool_option
 @click.pass_obj
-def create(cli: Cli, ns: str, description: str, user_token: str | None, pool: str | None) -> None:
+def create(
+    cli: Cli,
+    ns: str,
+    description: str,
+    user_token: str | None,
+    scope: str | None,
+    queues: str | None,
+    pool: str | None,
+) -> None:
     """Create a token for namespace NS and print it.
 
     The token is printed alone (prefixed "pool:" for a pool other than default), so a
     script can capture it: TOKEN=$(token-cli create demo --description workers).
+    A token's scopes and queues never change: delete it and create another.
     """
-    form = {"description": description, **({"token": user_token} if user_token else {})}
+    given = {"token": user_token or None, "scope": scope, "queues": queues}
+    form = {"description": description, **{name: value for name, value in given.items() if value is not None}}
     cli.show(cli.client.call("POST", path("token", ns), {"pool": pool}, form=form), lambda got: got["token"])
 
 
@@ -32,7 +44,7 @@ def create(cli: Cli, ns: str, description: str, user_token: str | None, pool: st
 @pool_option
 @click.pass_obj
 def list_tokens(cli: Cli, ns: str, pool: str | None) -> None:
-    """List the tokens of NS and their descriptions."""
+    """List the tokens of NS, their descriptions and (when one has any) their scopes and queues."""
     cli.show(cli.client.call("GET", path("token", ns), {"pool": pool}), render_tokens)
 
 

@@ -18,12 +18,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from lmstfy_py.admin.grants import CONSUME, MANAGE, PUBLISH, READ
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import events, hot_routes, instrument, lifecycle, outcomes, params, schedules
 from lmstfy_py.web.answers import JSON, consumed_body, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
-from lmstfy_py.web.target import Target, defaults_of, job_id_of, target_of, throttle
+from lmstfy_py.web.target import PUBLIC, Target, defaults_of, job_id_of, target_of, throttle
 
 # -- publish -----------------------------------------------------------------------
 
@@ -35,7 +36,7 @@ async def publish(request: Request) -> Response:
 async def publish_bulk(request: Request) -> Response:
     """Beyond lmstfy, `job_id=ID1,ID2,...` names each job (one id per job, in order); the answer
     then lists under "duplicates" those that were not created."""
-    target = await target_of(request)
+    target = await target_of(request, PUBLISH)
     options = params.publish_options(request.query_params, defaults_of(request))
     bodies = params.bulk_bodies(await params.read_body(request))
     if options.job_ids and len(options.job_ids) != len(bodies):
@@ -50,7 +51,7 @@ async def publish_bulk(request: Request) -> Response:
 
 async def republish(request: Request) -> Response:
     """ACKs job_id and publishes the body as a new job, in one atomic step (lmstfy: two)."""
-    target = await target_of(request)
+    target = await target_of(request, PUBLISH | CONSUME)
     old_id = job_id_of(request)
     options = params.publish_options(request.query_params, defaults_of(request))
     job = options.job(await params.read_body(request), params.attributes(request.headers), hot_routes.one_id(options))
@@ -80,14 +81,14 @@ async def ack_many(request: Request) -> Response:
 
 
 async def peek_queue(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return JSONResponse(job_json(await target.store.peek_queue(target.ns, target.queue), consumed=False))
 
 
 async def peek_job(request: Request) -> Response:
     """lmstfy's job object, and beyond lmstfy its state, due time, attempts, priority, last error, and
     an ended job's record (web/outcomes.py)."""
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return await outcomes.look_up(target.store, target.ns, target.queue, job_id_of(request))
 
 
@@ -101,14 +102,14 @@ async def _label_if_known(request: Request, target: Target) -> None:
 
 
 async def size(request: Request) -> Response:
-    target = await target_of(request, need_token=False)
+    target = await target_of(request, PUBLIC)
     queue_size = await target.store.size(target.ns, target.queue)
     await _label_if_known(request, target)
     return JSONResponse({"namespace": target.ns, "queue": target.queue, "size": queue_size})
 
 
 async def destroy(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     await target.store.destroy(target.ns, target.queue)
     return no_content()
 
@@ -117,7 +118,7 @@ async def destroy(request: Request) -> Response:
 
 
 async def peek_dead_letter(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     dead = await target.store.dead_letter(target.ns, target.queue)
     return JSONResponse(
         {"namespace": target.ns, "queue": target.queue, "deadletter_size": dead.size, "deadletter_head": dead.head}
@@ -125,7 +126,7 @@ async def peek_dead_letter(request: Request) -> Response:
 
 
 async def respawn_dead_letter(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     limit = params.limit(request.query_params)
     ttl = params.seconds(request.query_params, "ttl", defaults_of(request).ttl)
     count = await target.store.respawn(target.ns, target.queue, limit, ttl * 1000)
@@ -133,13 +134,13 @@ async def respawn_dead_letter(request: Request) -> Response:
 
 
 async def delete_dead_letter(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     await target.store.delete_dead(target.ns, target.queue, params.limit(request.query_params))
     return no_content()
 
 
 async def dead_letter_size(request: Request) -> Response:
-    target = await target_of(request, need_token=False)
+    target = await target_of(request, PUBLIC)
     dead_size = await target.store.dead_letter_size(target.ns, target.queue)
     await _label_if_known(request, target)
     return JSONResponse({"namespace": target.ns, "queue": target.queue, "size": dead_size})

@@ -21,6 +21,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from lmstfy_py.admin.grants import READ
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Event, Gap
@@ -73,7 +74,7 @@ def heartbeat_s(request: Request) -> float:
 
 async def queue_events(request: Request) -> Response:
     """GET /api/{ns}/{q}/events[?after=0|ID]."""
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return await stream(target.store, target.ns, [target.queue], cursor_of(request), heartbeat_s(request))
 
 
@@ -92,7 +93,7 @@ async def namespace_events(request: Request) -> Response:
     """GET /api/{ns}/events?queues=a,b[&after=0|ID]: the merged stream (data.consume hands it here)."""
     ns = request.path_params["ns"]
     queues = merged_queues(ns, request.query_params.get("queues", ""))
-    target = await authorize(request, ns, ",".join(queues))
+    target = await authorize(request, ns, ",".join(queues), READ)
     return await stream(target.store, ns, queues, cursor_of(request), heartbeat_s(request))
 
 

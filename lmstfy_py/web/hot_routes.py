@@ -3,7 +3,7 @@
 Publish, consume, ACK and batch ACK are answered by data.py's handlers when the data app routes
 a request (tests, embedding callers) and by hot.py's dispatcher when `lmstfy-py serve` does;
 both hand their request here as a `Call` and shape the result with web/answers.py, so the
-checks, their order (names, pool, token, parameters, body, throttle), the store call and the
+checks, their order (names, pool, token, its scope, parameters, body, throttle), the store call and the
 errors are one code. A Call holds only what these routes read, none of Starlette's per-request
 objects: that is most of what the dispatcher saves (docs/PERFORMANCE.md, issue 27).
 """
@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 
+from lmstfy_py.admin.grants import CONSUME, PUBLISH
 from lmstfy_py.errors import InvalidParameter, NoJobAvailable
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import Job, Published
@@ -88,9 +89,9 @@ def call_of(request: Request) -> Call:
     return Call(runtime_of(request), state, path["ns"], path["queue"], query, request.headers, read_body, job_id)
 
 
-async def _target(call: Call) -> Target:
+async def _target(call: Call, scope: int) -> Target:
     params.check_names(call.ns, call.queue)
-    return await check_token(call.runtime, call.state, call.ns, call.queue, call.token)
+    return await check_token(call.runtime, call.state, call.ns, call.queue, call.token, scope)
 
 
 def one_id(options: params.PublishOptions) -> str | None:
@@ -100,7 +101,7 @@ def one_id(options: params.PublishOptions) -> str | None:
 
 
 async def publish(call: Call) -> Published:
-    target = await _target(call)
+    target = await _target(call, PUBLISH)
     options = params.publish_options(call.query, call.runtime.config.defaults)
     job = options.job(await call.read_body(), params.attributes(call.headers), one_id(options))
     async with Throttle(call.runtime.limits, target, "produce"):
@@ -116,7 +117,7 @@ async def consume(call: Call) -> tuple[list[Job], int]:
     ACKed whatever the consume then answers; a refused request (400, 429) ACKs nothing.
     """
     queues = params.queue_list(call.ns, call.queue)
-    target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token)
+    target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token, CONSUME)
     options = params.consume_options(call.query, call.runtime.config.defaults)
     if not queues:
         raise InvalidParameter("invalid queue name(s)")
@@ -129,11 +130,11 @@ async def consume(call: Call) -> tuple[list[Job], int]:
 
 
 async def ack(call: Call) -> None:
-    target = await _target(call)
+    target = await _target(call, CONSUME)
     await target.store.ack(target.ns, target.queue, checked_job_id(call.job_id))
 
 
 async def ack_many(call: Call) -> None:
     """Beyond lmstfy: DELETE .../jobs?job_id=ID1,ID2&job_id=ID3 ACKs up to 100 jobs in one Lua call."""
-    target = await _target(call)
+    target = await _target(call, CONSUME)
     await target.store.ack_many(target.ns, target.queue, ack_params.job_ids(call.query))

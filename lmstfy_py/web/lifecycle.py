@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py import ids
+from lmstfy_py.admin.grants import CONSUME, MANAGE, READ
 from lmstfy_py.config import UINT16_MAX, Defaults
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.store.jobstore import JobStore
@@ -29,7 +30,7 @@ DEAD_PAGE_DEFAULT = 10
 async def release(request: Request) -> Response:
     """PUT .../job/{id}/release?delay=S|delay_ms=MS&reason=TEXT&untried=1: ready again after the delay
     (default: the job's backoff; at once if untried), or buried when no tries are left."""
-    target = await target_of(request)
+    target = await target_of(request, CONSUME)
     query = request.query_params
     delay_ms = params.optional_milliseconds(query, "delay")
     untried = params.choice(query, "untried", ("0", "1"), default="0") == "1"
@@ -40,7 +41,7 @@ async def release(request: Request) -> Response:
 
 async def touch(request: Request) -> Response:
     """PUT .../job/{id}/touch?ttr=S|ttr_ms=MS: the reservation now ends ttr from now."""
-    target = await target_of(request)
+    target = await target_of(request, CONSUME)
     ttr_ms = params.milliseconds(request.query_params, "ttr", defaults_of(request).ttr)
     if ttr_ms == 0:
         raise InvalidParameter("invalid ttr")
@@ -50,7 +51,7 @@ async def touch(request: Request) -> Response:
 
 async def bury(request: Request) -> Response:
     """PUT .../job/{id}/bury?reason=TEXT: to the dead letter now."""
-    target = await target_of(request)
+    target = await target_of(request, CONSUME)
     await target.store.bury(target.ns, target.queue, job_id_of(request), params.reason(request.query_params))
     return message("buried")
 
@@ -63,7 +64,7 @@ async def promote_job(store: JobStore, ns: str, queue: str, job_id: str) -> Resp
 
 async def promote(request: Request) -> Response:
     """PUT .../job/{id}/promote: 409 for a job that is not delayed, 404 for none."""
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     return await promote_job(target.store, target.ns, target.queue, job_id_of(request))
 
 
@@ -71,7 +72,7 @@ async def promote(request: Request) -> Response:
 
 
 async def stats(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return JSONResponse(stats_json(target.ns, target.queue, await target.store.stats(target.ns, target.queue)))
 
 
@@ -81,12 +82,12 @@ async def pause_queue(store: JobStore, ns: str, queue: str, paused: bool) -> Res
 
 
 async def pause(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     return await pause_queue(target.store, target.ns, target.queue, paused=True)
 
 
 async def resume(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     return await pause_queue(target.store, target.ns, target.queue, paused=False)
 
 
@@ -121,18 +122,18 @@ async def delete_dead_job(store: JobStore, ns: str, queue: str, job_id: str) -> 
 
 
 async def dead_jobs(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return await dead_page(target.store, target.ns, target.queue, request.query_params)
 
 
 async def respawn_dead(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     job_id, query = job_id_of(request), request.query_params
     return await respawn_dead_job(target.store, target.ns, target.queue, job_id, query, defaults_of(request))
 
 
 async def delete_dead(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     return await delete_dead_job(target.store, target.ns, target.queue, job_id_of(request))
 
 

@@ -14,6 +14,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from lmstfy_py.admin.grants import CONSUME, MANAGE, READ
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import outcome_params, params
 from lmstfy_py.web.answers import job_info_json, message, settings_json
@@ -44,12 +45,12 @@ async def look_up(store: JobStore, ns: str, queue: str, job_id: str) -> Response
 
 
 async def get_settings(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     return await show_settings(target.store, target.ns, target.queue)
 
 
 async def put_settings(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, MANAGE)
     return await change_settings(target.store, target.ns, target.queue, request.query_params, TOKEN_PARAMETERS)
 
 
@@ -58,7 +59,7 @@ async def put_settings(request: Request) -> Response:
 
 async def complete(request: Request) -> Response:
     """PUT .../job/{id}/complete, body = the result (may be empty, at most 1 MiB): an ACK that keeps it."""
-    target = await target_of(request)
+    target = await target_of(request, CONSUME)
     job_id = job_id_of(request)
     result = await params.read_body(request)
     await target.store.complete(target.ns, target.queue, job_id, result)
@@ -68,7 +69,7 @@ async def complete(request: Request) -> Response:
 async def result(request: Request) -> Response:
     """GET .../job/{id}/result?wait=S: 200 with the job once it ended (waiting up to S for it), else 202
     with it as it is now. Not throttled: it reserves nothing, and a waiter costs the store one wake-up."""
-    target = await target_of(request)
+    target = await target_of(request, READ)
     job_id = job_id_of(request)
     wait_ms = outcome_params.result_wait_ms(request.query_params)
     ended, info = await target.store.result(target.ns, target.queue, job_id, wait_ms)

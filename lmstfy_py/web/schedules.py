@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py import schedules
+from lmstfy_py.admin.grants import MANAGE, READ
 from lmstfy_py.config import NAME_RE, UINT16_MAX, Config
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.schedules import Schedule, ScheduleState
@@ -84,7 +85,7 @@ def state_json(state: ScheduleState, with_queue: bool = False) -> dict[str, Any]
 
 
 async def put(request: Request) -> Response:
-    target, name = await target_of(request), name_of(request)
+    target, name = await target_of(request, MANAGE), name_of(request)
     body = await params.read_body(request)
     schedule = schedule_from(target.queue, name, request.query_params, body, runtime_of(request).config)
     cap = runtime_of(request).config.server.max_schedules_per_namespace
@@ -93,18 +94,18 @@ async def put(request: Request) -> Response:
 
 
 async def list_queue(request: Request) -> Response:
-    target = await target_of(request)
+    target = await target_of(request, READ)
     found = await target.store.schedules(target.ns, target.queue)
     return JSONResponse({"schedules": [state_json(state) for state in found]})
 
 
 async def get_one(request: Request) -> Response:
-    target, name = await target_of(request), name_of(request)
+    target, name = await target_of(request, READ), name_of(request)
     return JSONResponse(state_json(await target.store.schedule(target.ns, target.queue, name)))
 
 
 async def delete(request: Request) -> Response:
-    target, name = await target_of(request), name_of(request)
+    target, name = await target_of(request, MANAGE), name_of(request)
     await target.store.delete_schedule(target.ns, target.queue, name)
     return no_content()
 

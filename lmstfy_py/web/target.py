@@ -2,7 +2,9 @@
 pool and token (a Target), the job id of the path, and a throttle permit.
 
 Every route checks, in lmstfy's order: the names, the pool (from the token's "pool:" prefix),
-then the token itself (except the public size routes).
+then the token itself (except the public size routes), and then (SPEC 15) whether the token's
+grant covers the route's scope and queue: before any parameter is read or throttle unit taken.
+Each route names its scope (admin/grants.py's bits; PUBLIC for the size routes).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from starlette.requests import Request
 from lmstfy_py import ids
 from lmstfy_py.admin.limits import LimitStore, Permit
 from lmstfy_py.config import Defaults
-from lmstfy_py.errors import InvalidParameter, Unauthorized
+from lmstfy_py.errors import InvalidParameter, OutOfScope, Unauthorized
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.web import instrument, params
@@ -43,15 +45,21 @@ def defaults_of(request: Request) -> Defaults:
     return runtime_of(request).config.defaults
 
 
-async def authorize(request: Request, ns: str, queue: str, need_token: bool = True) -> Target:
+# A route's scope: admin/grants.py's bits (several: all needed), or PUBLIC for a route without a token.
+Scope = int | None
+PUBLIC: Scope = None
+
+
+async def authorize(request: Request, ns: str, queue: str, scope: Scope) -> Target:
     state: dict[str, Any] = request.scope.setdefault("state", {})  # what request.state sets
-    return await check_token(runtime_of(request), state, ns, queue, params.request_token(request), need_token)
+    return await check_token(runtime_of(request), state, ns, queue, params.request_token(request), scope)
 
 
 async def check_token(
-    runtime: Runtime, state: dict[str, Any], ns: str, queue: str, raw_token: str, need_token: bool = True
+    runtime: Runtime, state: dict[str, Any], ns: str, queue: str, raw_token: str, scope: Scope
 ) -> Target:
-    """The pool of `raw_token` ("[pool:]token") and, unless `need_token` is False, the token itself.
+    """The pool of `raw_token` ("[pool:]token") and, unless the route is PUBLIC, the token itself and
+    whether its grant covers `scope` on `queue` ("q1,q2": on each).
 
     `state` is the request's ASGI state: it gets the pool and, once the token is checked, the
     namespace, the labels of the metrics and the fields of the logs (web/instrument.py, logs.py).
@@ -60,19 +68,23 @@ async def check_token(
     store = runtime.pools.get(pool)
     state["pool"] = pool  # the metrics' pool label (web/instrument.py), without parsing again
     # -sv (development only): lmstfy's dev mode takes any request, valid token or none.
-    if need_token and not runtime.config.server.skip_token_check:
+    if scope is not None and not runtime.config.server.skip_token_check:
         if not token:
             raise Unauthorized("token not found")
-        if not await runtime.tokens.exists(pool, ns, token):
+        grant = await runtime.tokens.grant(pool, ns, token)
+        if grant is None:
             raise Unauthorized("invalid token")
         state[instrument.LABELLED_NAMESPACE] = ns
+        # One attribute for lmstfy's tokens and every other without scopes: the hot routes' whole cost.
+        if not grant.unrestricted and not grant.allows(scope, queue):
+            raise OutOfScope()
     return Target(store, pool, ns, queue, token)
 
 
-async def target_of(request: Request, need_token: bool = True) -> Target:
+async def target_of(request: Request, scope: Scope) -> Target:
     ns, queue = request.path_params["ns"], request.path_params["queue"]
     params.check_names(ns, queue)
-    return await authorize(request, ns, queue, need_token)
+    return await authorize(request, ns, queue, scope)
 
 
 def job_id_of(request: Request) -> str:

@@ -211,6 +211,20 @@ def test_create_list_and_delete_tokens(server: Server) -> None:
     assert json.loads(ok(run(server.admin_url, "--json", "list", ns)))["tokens"] == {as_json["token"]: "for machines"}
 
 
+def test_create_and_list_scoped_tokens(server: Server) -> None:
+    ns = "cli-scopes"
+    scoped = create_token(server, ns, "--scope", "consume,read", "--queues", "orders-*")
+    plain = create_token(server, ns)
+    table = ok(run(server.admin_url, "list", ns))
+    assert lines(table)[0].split() == ["TOKEN", "SCOPE", "QUEUES", "DESCRIPTION"]
+    assert row_of(table, scoped) == [scoped, "consume,read", "orders-*", "made", "by", "a", "test"]
+    assert row_of(table, plain)[:3] == [plain, "all", "all"]
+    refused = run(server.admin_url, "create", ns, "--description", "d", "--scope", "everything")
+    assert failed(refused) == "token-cli: error: 400 invalid scope\n"
+    response = httpx.put(f"{server.data_url}/api/{ns}/orders-1", params={"token": scoped}, timeout=5)
+    assert (response.status_code, response.json()) == (403, {"error": "token scope forbids this"})
+
+
 def test_list_of_an_empty_namespace_says_so(server: Server) -> None:
     assert ok(run(server.admin_url, "list", "cli-nobody")) == "no tokens\n"
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from lmstfy_py import server
+from lmstfy_py.admin import grants
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
@@ -156,3 +157,14 @@ def test_read_only_accounts_alone_turn_basic_auth_on() -> None:
         assert server.exposure_warning(Config(), listeners) is not None
     finally:
         listeners.close()
+
+
+async def test_a_read_only_account_sees_scoped_tokens_hashed_with_their_scopes(
+    secured: Runtime, admin: httpx.AsyncClient
+) -> None:
+    await secured.tokens.create("default", "ns", "workers", TOKEN, grants.parse("consume", "orders-*"))
+    scoped = {"scope": ["consume"], "queues": ["orders-*"]}
+    listed = (await admin.get("/token/ns", headers=VIEWER)).json()
+    assert listed == {"tokens": {SHOWN: "workers"}, "scopes": {SHOWN: scoped}}
+    page = (await admin.get("/ui/tokens", headers=VIEWER)).text
+    assert TOKEN not in page and '<td class="token-scope">consume</td>' in page

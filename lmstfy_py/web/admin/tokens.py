@@ -1,10 +1,14 @@
-"""Admin routes for tokens: list, create and delete a namespace's tokens (lmstfy's token API)."""
+"""Admin routes for tokens: list, create and delete a namespace's tokens (lmstfy's token API, and SPEC 15's
+scopes and queue patterns)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from lmstfy_py.admin import grants
 from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import params
@@ -17,8 +21,14 @@ MIN_USER_TOKEN_LEN = 20
 
 async def list_tokens(request: Request) -> Response:
     ns = namespace_of(request)
-    tokens = await runtime_of(request).tokens.list_tokens(pool_of(request), ns)
-    return JSONResponse(readonly.hide_token_keys(request.scope, {"tokens": tokens}))
+    store, pool = runtime_of(request).tokens, pool_of(request)
+    tokens, granted = await store.list_tokens(pool, ns), await store.grants(pool, ns)
+    answer: dict[str, Any] = {"tokens": tokens}
+    # Beside lmstfy's map, each token's scopes and queue patterns (null: all); without any, lmstfy's
+    # answer alone (SPEC Part III: what uses none of it answers as lmstfy).
+    if granted.keys() & tokens.keys():
+        answer["scopes"] = {token: granted.get(token, grants.UNRESTRICTED).as_json() for token in tokens}
+    return JSONResponse(readonly.hide_token_keys(request.scope, answer))
 
 
 async def create_token(request: Request) -> Response:
@@ -30,13 +40,14 @@ async def create_token(request: Request) -> Response:
     description, user_token = form.get("description", ""), form.get("token", "")
     if not description:
         raise InvalidParameter("invalid description")
+    grant = grants.parse(form.get("scope"), form.get("queues"))
     if user_token and len(user_token) < MIN_USER_TOKEN_LEN:
         raise InvalidParameter("the user token was too short")
     pool, token = pool_of(request), user_token or None
     # lmstfy takes "pool:token" only with exactly one ':'; anything else is all token.
     if user_token.count(":") == 1:
         pool, token = user_token.split(":")
-    created = await runtime_of(request).tokens.create(pool, ns, description, token)
+    created = await runtime_of(request).tokens.create(pool, ns, description, token, grant)
     shown = created if pool == DEFAULT_POOL else f"{pool}:{created}"
     return JSONResponse({"token": shown}, status_code=201)
 

@@ -9,6 +9,8 @@ import json
 from starlette.requests import Request
 from starlette.responses import Response
 
+from lmstfy_py.admin import grants
+from lmstfy_py.admin.grants import Grant
 from lmstfy_py.admin.limits import Limit
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import limit_params, params
@@ -28,10 +30,17 @@ async def show_tokens(request: Request) -> Response:
     }
     namespaces = []
     for ns in names:
-        tokens = await runtime.tokens.list_tokens(pool, ns)
-        listed = [(readonly.shown(request.scope, token), tokens[token], limits.get((ns, token))) for token in tokens]
-        namespaces.append((ns, sorted(listed, key=lambda row: row[0])))
+        tokens, granted = await runtime.tokens.list_tokens(pool, ns), await runtime.tokens.grants(pool, ns)
+        shown = {token: readonly.shown(request.scope, token) for token in tokens}
+        rows = [(shown[t], tokens[t], limits.get((ns, t)), _grant_shown(granted.get(t))) for t in tokens]
+        namespaces.append((ns, sorted(rows, key=lambda row: row[0])))
     return await render.page(request, "tokens.html", {"namespaces": namespaces})
+
+
+def _grant_shown(grant: Grant | None) -> tuple[str, str]:
+    """A token's scopes and queue patterns as the page shows them: "all" for no restriction."""
+    found = (grant or grants.UNRESTRICTED).as_json()
+    return ", ".join(found["scope"] or ["all"]), ", ".join(found["queues"] or ["all"])
 
 
 def _namespace(fields: dict[str, str]) -> str:
@@ -57,7 +66,9 @@ async def create(request: Request) -> Response:
     chosen = fields.get("token", "").strip() or None
     if chosen is not None and len(chosen) < MIN_USER_TOKEN_LEN:
         raise InvalidParameter("the user token was too short")
-    token = await runtime.tokens.create(pool, ns, description, chosen)
+    # An empty field is "all", as POST /token/{ns} without the parameter.
+    grant = grants.parse(fields.get("scope", "").strip() or None, fields.get("queues", "").strip() or None)
+    token = await runtime.tokens.create(pool, ns, description, chosen, grant)
     context = {"ns": ns, "description": description, "token": token, "no_refresh": True}
     return await render.page(request, "token_created.html", context, status=201)
 

@@ -42,6 +42,7 @@ __all__ = [
     "PoolKind",
     "PushConfig",
     "ServerConfig",
+    "TracingConfig",
 ]
 
 UINT32_MAX = 2**32 - 1
@@ -190,6 +191,14 @@ class PushConfig:
 
 
 @dataclass(frozen=True)
+class TracingConfig:
+    """OTLP/HTTP export of the jobs' spans (SPEC 15, tracing/): off without an endpoint."""
+
+    otlp_endpoint: str | None = None  # the collector's base URL: spans go to <it>/v1/traces
+    service_name: str = "lmstfy-py"  # the spans' resource attribute service.name
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     defaults: Defaults = field(default_factory=Defaults)
@@ -204,6 +213,7 @@ class Config:
     # (a DNS-rebinding page gets 421): [admin] allowed_hosts.
     admin_allowed_hosts: tuple[str, ...] = ()
     push: PushConfig = field(default_factory=PushConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     # What the file said that means nothing here (an lmstfy config file's keys): told once at start.
     warnings: tuple[str, ...] = field(default=(), compare=False)
 

@@ -126,7 +126,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         replaced = (keys.job(ns, queue, replaces),) if replaces else ()
         call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
-        data, backoff = encode_data(job.body, job.attributes), job.backoff.spec() if job.backoff else ""
+        data, backoff = encode_data(job.body, job.attributes, job.trace), job.backoff.spec() if job.backoff else ""
         # A job id the engine made tells when the job was created (ids.timestamp_ms): no field c is kept.
         created = now if job.job_id else 0
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
@@ -336,8 +336,9 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         )
         if found is None:
             raise NotFound("the queue is empty")
-        body, attributes = decode_data(found.data)
-        return Job(ns, queue, found.job_id.decode(), body, ttl_seconds(found.pttl), found.tries, attributes)
+        body, attributes, trace = decode_data(found.data)
+        job_id, pttl = found.job_id.decode(), ttl_seconds(found.pttl)
+        return Job(ns, queue, job_id, body, pttl, found.tries, attributes, trace=trace)
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
         """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.

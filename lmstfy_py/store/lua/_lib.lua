@@ -3,8 +3,9 @@
 -- 'Hc0Hc0HHc0', followed by 'X' when it is a reservation (nothing for a delayed job), so that a
 -- member whose job expired still says which count it was part of.
 --
--- Job hash fields: d data (msgpack [body, attributes]; past DATA_CHUNK bytes continued in d2,
--- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
+-- Job hash fields: d data (msgpack [body, attributes], or [body, attributes, traceparent,
+-- tracestate] for a job with a trace context, store/jobdata.py; past DATA_CHUNK bytes continued
+-- in d2, d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1

@@ -2,7 +2,7 @@
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3] queue registry set  KEYS[4] tombstone of the id
 -- KEYS[5..8] the queue's ready list, priority set, wake list, meta hash  KEYS[9] dead list
 -- KEYS[10] the queue's settings hash  KEYS[11..] republish only: the hash of the job it replaces
--- ARGV[1] job data: msgpack [body, attributes]  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
+-- ARGV[1] job data (store/jobdata.py)  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
 -- ARGV[4] tries  ARGV[5] namespace  ARGV[6] queue  ARGV[7] job id
 -- ARGV[8] created ms to keep in the job, 0 when its id tells (one the engine made: field c left out)
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)

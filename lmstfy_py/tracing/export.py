@@ -8,32 +8,35 @@ publish sends, each later step is the queue acting on the delivered job). Attrib
 lmstfy.pool; the resource's service.name is the configured one.
 
 `traced` runs on the request's path: it makes the span in memory and hands it to the batching
-(bounded.py), no I/O; it never raises (the step it reports has already happened).
+(bounded.py), no I/O; it never raises (the step it reports has already happened). The span is the
+SDK's finished-span type, ReadableSpan, made directly: a Tracer's start_span and end cost 8 times as
+much (sampler, contexts, attribute checks) to learn what the step already says, all of it on the
+request's path (docs/PERFORMANCE.md, "Access and tracing").
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import random
 import threading
 
-from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags, TraceState
 
 from lmstfy_py import __version__, metrics
 from lmstfy_py.store.engine_base import EngineObserver, TracedKind, TracedStep
 from lmstfy_py.tracing.bounded import EXPORT_TIMEOUT_S, BoundedBatch
-from lmstfy_py.types import TraceContext
 
 log = logging.getLogger(__name__)
 
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for spans, after the configured base URL
 STOP_S = EXPORT_TIMEOUT_S  # what a stop waits for the last spans to leave
+SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _KINDS: dict[TracedKind, SpanKind] = {
     "publish": SpanKind.PRODUCER,
     "consume": SpanKind.CONSUMER,
@@ -43,6 +46,7 @@ _KINDS: dict[TracedKind, SpanKind] = {
     "bury": SpanKind.CONSUMER,
     "dead": SpanKind.CONSUMER,
 }
+_NAMES = {kind: "lmstfy." + kind for kind in _KINDS}
 
 
 def traces_url(endpoint: str) -> str:
@@ -51,21 +55,37 @@ def traces_url(endpoint: str) -> str:
     return endpoint.rstrip("/") + TRACES_PATH
 
 
-def remote_parent(context: TraceContext) -> Context:
-    """A context whose current span is the job's traceparent: the parent of the step's span."""
-    state = TraceState.from_header([context.tracestate]) if context.tracestate else None
-    parent = SpanContext(
-        int(context.trace_id, 16),
-        int(context.parent_id, 16),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        trace_state=state,
-    )
-    return trace.set_span_in_context(NonRecordingSpan(parent))
+# The server checked the header's shape (1..512 printable bytes), not W3C's list-member grammar:
+# the SDK's parser logs and empties one it rejects, so each distinct value is parsed once.
+@functools.lru_cache(maxsize=1024)
+def trace_state(header: str | None) -> TraceState | None:
+    return TraceState.from_header([header]) if header else None
+
+
+class _Resource(Resource):
+    """A Resource hashed once: the exporter groups every span of a batch by its resource, and
+    Resource hashes the JSON of its attributes each time."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or super().__eq__(other)
+
+
+def _span_id() -> int:
+    # What the SDK's RandomIdGenerator does; 0 is no valid id. `random` is re-seeded in a forked child.
+    return random.getrandbits(64) or 1
 
 
 class SpanExport(EngineObserver):
-    """Exports a span for every traced step of this process, to `endpoint`/v1/traces."""
+    """Exports a span for every traced step of this process, to `endpoint`/v1/traces.
+
+    Made in the process whose steps it exports: the batching's thread starts here."""
 
     def __init__(self, endpoint: str, service_name: str) -> None:
         loop = asyncio.get_running_loop()  # where the export thread hands its counts over
@@ -76,11 +96,8 @@ class SpanExport(EngineObserver):
 
         exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=EXPORT_TIMEOUT_S)
         self.batch = BoundedBatch(exporter, failed)
-        # No global provider, no exit hook: this process's spans are the server's, stopped by close().
-        resource = Resource.create({SERVICE_NAME: service_name})
-        self.provider = TracerProvider(sampler=ParentBased(ALWAYS_ON), resource=resource, shutdown_on_exit=False)
-        self.provider.add_span_processor(self.batch)
-        self.tracer = self.provider.get_tracer("lmstfy_py", __version__)
+        self.resource = _Resource(Resource.create({SERVICE_NAME: service_name}))
+        self.scope = InstrumentationScope("lmstfy_py", __version__)
 
     def traced(self, step: TracedStep) -> None:
         try:
@@ -94,6 +111,8 @@ class SpanExport(EngineObserver):
         if self.batch.full:
             metrics.otlp_spans_dropped("queue_full", 1)
             return
+        trace = step.trace
+        trace_id, state = int(trace.trace_id, 16), trace_state(trace.tracestate)
         attributes = {
             "messaging.system": "lmstfy",
             "messaging.destination.name": step.queue,
@@ -101,18 +120,22 @@ class SpanExport(EngineObserver):
             "lmstfy.namespace": step.ns,
             "lmstfy.pool": step.pool,
         }
-        span = self.tracer.start_span(
-            "lmstfy." + step.kind,
-            context=remote_parent(step.trace),
+        span = ReadableSpan(
+            _NAMES[step.kind],
+            SpanContext(trace_id, _span_id(), is_remote=False, trace_flags=SAMPLED, trace_state=state),
+            SpanContext(trace_id, int(trace.parent_id, 16), is_remote=True, trace_flags=SAMPLED, trace_state=state),
+            self.resource,
+            attributes,
             kind=_KINDS[step.kind],
-            attributes=attributes,
             start_time=step.start_ns,
+            end_time=step.end_ns,
+            instrumentation_scope=self.scope,
         )
-        span.end(end_time=step.end_ns)
+        self.batch.on_end(span)
 
     async def close(self) -> None:
         """Sends what still waits, for at most STOP_S: a dead collector must not hold the stop (the
         thread is a daemon, ended with the process if the collector never answers)."""
-        stopping = threading.Thread(target=self.provider.shutdown, name="lmstfy-otlp-stop", daemon=True)
+        stopping = threading.Thread(target=self.batch.shutdown, name="lmstfy-otlp-stop", daemon=True)
         stopping.start()
         await asyncio.to_thread(stopping.join, STOP_S)

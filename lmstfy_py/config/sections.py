@@ -270,7 +270,7 @@ def _read_accounts(reader: Reader) -> dict[str, str]:
 
 
 # What the export imports (the [otel] extra): checked when an endpoint is set, so the start stops naming it.
-OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")
+OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 
 
 def read_tracing(reader: Reader, base: TracingConfig) -> TracingConfig:

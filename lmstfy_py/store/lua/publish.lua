@@ -8,19 +8,20 @@
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)
 -- ARGV[12] keep s of its record once it ended ("" = the queue's keep setting)
 -- ARGV[13] its group ("" = none; SPEC 14)
--- ARGV[14..] id of the job it replaces (republish only; it ends completed)
+-- ARGV[14] traceparent and tracestate for field w ("" = none: kept only for a sampled trace; SPEC 15)
+-- ARGV[15..] id of the job it replaces (republish only; it ends completed)
 -- Returns 1 (2: it has a keep and a ttl, which the pump ends, see _lib.lua's set_ttl), or 0 when
 -- a job with this id is alive in the queue or its id is still taken (unique_for): nothing is
 -- created, and a retried call does nothing twice.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
 if #KEYS == 11 then
-    remove_job(KEYS[11], ns, qname, ARGV[14], q)
+    remove_job(KEYS[11], ns, qname, ARGV[15], q)
 end
 local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2], settings = KEYS[10]}
 local new = {
     data = ARGV[1], ttl = tonumber(ARGV[2]), due = tonumber(ARGV[3]), tries = tonumber(ARGV[4]),
     created = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
-    keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil,
+    keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil, trace = ARGV[14] ~= '' and ARGV[14] or nil,
 }
 return create_job(j, q, ns, qname, id, new)

@@ -15,7 +15,9 @@ keep-alive connections, each request with its own traceparent) for --duration s,
 `consume+ACK` (count=1 consume then ACK, --clients connections) of those jobs for --duration s.
 Printed per case: requests/s, the server process's CPU per request (/proc), p50/p99, and the ratio
 of each to `off` within the round; then the medians of the ratios, the dead server's
-lmstfy_otlp_spans_dropped_total and the spans the receiver decoded.
+lmstfy_otlp_spans_dropped_total and the spans the receiver decoded. Last, what one span costs in
+process, apart from any server's noise: making it on the request's path (SpanExport.traced) and
+encoding it on the export thread (tracing/otlp.py), CPU per span, the median of --rounds runs.
 
     .venv/bin/python -m benchmarks.bench_tracing [--rounds 3] [--duration 3] [--clients 16]
 """
@@ -28,10 +30,12 @@ import os
 import platform
 import statistics
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -40,6 +44,7 @@ from benchmarks import bench
 from benchmarks.harness.lmstfy_servers import Server, create_token
 from benchmarks.harness.otlp_receiver import OtlpReceiver, silent_collector
 from benchmarks.harness.redis_servers import RedisProcess
+from lmstfy_py.tracing.bounded import BATCH
 
 NS = "bench"
 CASES = (("off", "01"), ("export", "01"), ("export", "00"), ("dead", "01"))
@@ -117,6 +122,40 @@ def line(name: str, figures: Figures, base: Figures) -> str:
     )
 
 
+def span_cost(rounds: int, spans: int = 5120) -> tuple[float, float, float]:
+    """CPU µs per span: made by `traced` (the request's path), encoded (the export thread), and
+    encoded as the SDK's OTLPSpanExporter would (what tracing/otlp.py replaced)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from lmstfy_py.store.engine_base import TracedStep
+    from lmstfy_py.tracing.export import SpanExport
+    from lmstfy_py.tracing.otlp import encode
+    from lmstfy_py.types import TraceContext
+
+    async def measure() -> tuple[float, float, float]:
+        export = SpanExport("http://127.0.0.1:9", "bench")  # nothing is sent: its batching is bypassed
+        made: list[Any] = []
+        export.batch.on_end = made.append  # type: ignore[method-assign]
+        trace = TraceContext(f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01")
+        steps = [TracedStep("publish", "default", NS, "q", f"job-{i:06d}", trace, 1, 2) for i in range(spans)]
+        started = time.process_time()
+        for step in steps:
+            export.traced(step)
+        between = time.process_time()
+        exporter = export.batch.exporter
+        for first in range(0, spans, BATCH):
+            encode(made[first : first + BATCH], exporter.resource, exporter.scope)
+        ended = time.process_time()
+        for first in range(0, spans, BATCH):
+            encode_spans(made[first : first + BATCH]).SerializePartialToString()
+        sdk = time.process_time()
+        await export.close()
+        return tuple(1e6 * (b - a) / spans for a, b in ((started, between), (between, ended), (ended, sdk)))  # type: ignore[return-value]
+
+    results = [asyncio.run(measure()) for _ in range(rounds)]
+    return tuple(statistics.median(r[i] for r in results) for i in range(3))  # type: ignore[return-value]
+
+
 def run(args: argparse.Namespace) -> None:
     cases = [Case(*case) for case in CASES]
     ratios: dict[str, list[tuple[float, float, float]]] = {}
@@ -163,6 +202,11 @@ def run(args: argparse.Namespace) -> None:
             print(f"  {key:<28} req/s {rate:4.2f}  cpu {cpu:4.2f}  p99 {p99:4.2f}")
         print(f"dead collector: lmstfy_otlp_spans_dropped_total {dropped(servers['dead']):,.0f}")
         print(f"receiver: {len(receiver.spans):,} spans decoded")
+    make_us, encode_us, sdk_us = span_cost(args.rounds)
+    print(
+        f"one span, in process: made {make_us:.1f} us + encoded {encode_us:.1f} us of CPU "
+        f"(the SDK's OTLPSpanExporter would encode it in {sdk_us:.1f} us; median of {args.rounds})"
+    )
     print(
         f"setup: {args.clients} clients, {args.duration:g} s per phase, servers --workers 1 on one Redis; "
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

@@ -53,6 +53,7 @@ class BoundedBatch(SpanProcessor):
     `failed(n)`: n spans were lost by the collector, called on the export thread."""
 
     def __init__(self, exporter: SpanExporter, failed: Callable[[int], None]) -> None:
+        self.exporter = exporter
         self._exporter = _Counted(exporter, failed)
         self._batch = BatchSpanProcessor(
             self._exporter,

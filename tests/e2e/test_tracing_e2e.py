@@ -4,7 +4,6 @@ client and worker carry the trace from a producer's span to the handler's."""
 
 from __future__ import annotations
 
-import itertools
 import secrets
 from collections.abc import Iterator
 
@@ -14,14 +13,15 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from benchmarks.harness.lmstfy_servers import Server, create_token
+from benchmarks.harness.lmstfy_servers import Server
 from benchmarks.harness.otlp_receiver import KIND_CONSUMER, KIND_PRODUCER, OtlpReceiver, ReceivedSpan
 from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.client import Client, Job
 from lmstfy_py.worker import Worker
+from tests.fixtures.module_server import client, namespace, token
 from tests.worker.conftest import running, wait_until
 
-_names = itertools.count()
+__all__ = ["client", "namespace", "token"]  # module_server.py's fixtures, on this module's server
 
 
 @pytest.fixture(scope="module")
@@ -31,30 +31,15 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture(scope="module")
-def server(
+def lmstfy_server(
     tmp_path_factory: pytest.TempPathFactory, redis_server: RedisProcess, receiver: OtlpReceiver
 ) -> Iterator[Server]:
-    redis_server.start()
+    """The module's server, exporting to the receiver; module_server.py's fixtures make its tokens and clients."""
+    redis_server.start()  # a fault test before may have left it stopped
     redis_server.flushall()
     args = ["--otlp-endpoint", receiver.url, "--workers", "2"]
     with Server(tmp_path_factory.mktemp("tracing"), redis_url=redis_server.url, args=args) as running_server:
         yield running_server.start()
-
-
-@pytest.fixture
-def namespace() -> str:
-    return f"t{next(_names)}"
-
-
-@pytest.fixture
-def token(server: Server, namespace: str) -> str:
-    return create_token(server, namespace)
-
-
-@pytest.fixture
-def client(server: Server, namespace: str, token: str) -> Iterator[Client]:
-    with Client(server.data_url, namespace, token, retries=0) as made:
-        yield made
 
 
 def new_traceparent(flags: str = "01") -> tuple[str, str, str]:
@@ -129,7 +114,7 @@ def test_an_unsampled_traceparent_exports_nothing(receiver: OtlpReceiver, client
 
 
 def test_one_trace_from_the_producer_through_the_server_to_the_handler(
-    receiver: OtlpReceiver, server: Server, client: Client, namespace: str, token: str
+    receiver: OtlpReceiver, lmstfy_server: Server, client: Client, namespace: str, token: str
 ) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "app"}))
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=receiver.url + "/v1/traces")))
@@ -143,7 +128,7 @@ def test_one_trace_from_the_producer_through_the_server_to_the_handler(
     with tracer.start_as_current_span("produce") as produce:
         job_id = client.publish("w", "work")  # the current span's context, sent by the client
     trace_id, produce_id = f"{produce.get_span_context().trace_id:032x}", f"{produce.get_span_context().span_id:016x}"
-    worker = Worker(handler, url=server.data_url, token=token, namespace=namespace, queues="w", poll=1, grace=5)
+    worker = Worker(handler, url=lmstfy_server.data_url, token=token, namespace=namespace, queues="w", poll=1, grace=5)
     with running(worker):
         wait_until(lambda: handled == [job_id], what="the job handled")
     spans = spans_of(receiver, trace_id, {"produce", "lmstfy.publish", "lmstfy.consume", "handle"})

@@ -111,7 +111,9 @@ class Acked(NamedTuple):
     traced: list[tuple[bytes, bytes]]  # (job id, field w) of each job removed with a sampled trace
 
 
-def _acked(reply: list[Any]) -> Acked:
+def _acked(reply: int | list[Any]) -> Acked:
+    if isinstance(reply, int):  # nothing traced
+        return Acked(reply, [])
     found, flat = reply
     return Acked(int(found), list(zip(flat[::2], flat[1::2], strict=True)))
 

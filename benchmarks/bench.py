@@ -309,10 +309,16 @@ class Recorder:
     latencies: list[float] = field(default_factory=list)
 
     async def timed(
-        self, conn: Connection, method: str, path: str, params: dict[str, Any], body: bytes = b""
+        self,
+        conn: Connection,
+        method: str,
+        path: str,
+        params: dict[str, Any],
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
     ) -> Answer:
         start = time.perf_counter()
-        answer = await conn.request(method, path, params, body)
+        answer = await conn.request(method, path, params, body, headers)
         end = time.perf_counter()
         if end <= self.deadline:
             self.requests += 1

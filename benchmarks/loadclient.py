@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -30,11 +31,19 @@ class Connection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
-    async def request(self, method: str, path: str, params: dict[str, Any] | None = None, body: bytes = b"") -> Answer:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
         if self._writer is None:
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         target = f"{path}?{urlencode(params)}" if params else path
-        head = f"{method} {target} HTTP/1.1\r\nHost: {self.host}\r\nContent-Length: {len(body)}\r\n\r\n"
+        more = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+        head = f"{method} {target} HTTP/1.1\r\nHost: {self.host}\r\n{more}Content-Length: {len(body)}\r\n\r\n"
         self._writer.write(head.encode() + body)
         try:
             answer, keep_alive = await self._read_answer()

@@ -105,6 +105,11 @@ def version() -> None:
     metavar="NAME",
     help="The HTTP server of every worker: uvicorn (the [fast] extra) or hypercorn.  [default: uvicorn if installed]",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Export the spans of traced jobs over OTLP/HTTP to URL/v1/traces (the [otel] extra).  [default: off]",
+)
 @click.option("--access-log/--no-access-log", default=None, help="Log every request.  [default: off]")
 @click.option("-p", "--pid-file", metavar="FILE", help="Write the server's pid there; removed at exit.")
 @click.option(

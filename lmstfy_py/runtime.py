@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from lmstfy_py import metrics
+from lmstfy_py import metrics, tracing
 from lmstfy_py.admin import switches
 from lmstfy_py.admin.limits import LimitStore
 from lmstfy_py.admin.pushers import PusherStore
@@ -84,11 +84,14 @@ class Runtime:
     async def _open(cls, config: Config, run_pumps: bool, stack: contextlib.AsyncExitStack) -> Runtime:
         # Left last: what was counted since the flusher's last turn (or with no flusher at all).
         stack.callback(metrics.flush)
-        # The wiring, in one place: every engine is counted by the metrics and the rate counter and
-        # tells its pool's timer pump of the timers it adds; every Redis command is counted by the metrics.
+        # The wiring, in one place: every engine is counted by the metrics and the rate counter (its traced
+        # steps exported as spans with an OTLP endpoint) and tells its pool's timer pump of the timers it
+        # adds; every Redis command is counted by the metrics.
         timers = {name: TimerSignal() for name in config.pools}
         counter = RateCounter()
-        observers = Observers(metrics.EngineMetrics(), counter)
+        # Entered before the pools, so left after them: the spans of their last steps still leave.
+        spans = await stack.enter_async_context(tracing.exporting(config.tracing))
+        observers = Observers(metrics.EngineMetrics(), counter, *([spans] if spans is not None else []))
         pools = await stack.enter_async_context(
             Pools.connect(config.pools, observers, timers, metrics.redis_command_counter)
         )

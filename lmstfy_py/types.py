@@ -209,6 +209,7 @@ class DeadJob:
     attempts: int
     last_error: str | None
     died_ms: int | None
+    trace: TraceContext | None = None  # SPEC 15: the trace context it was published with
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,8 @@ def _optional_data(text: str | None) -> bytes | None:
     return None if text is None else base64_data(text)
 
 
-NO_STATE = (None, None, None, None, None, None, None, None)
+_State = tuple[Any, Any, Any, Any, Any, Any, Any, Any]  # Job's fields from `state` to `group`
+NO_STATE: _State = (None, None, None, None, None, None, None, None)
 
 
 def job_of(fields: dict[str, Any]) -> Job:
@@ -129,7 +130,7 @@ def job_of(fields: dict[str, Any]) -> Job:
     """
     ttl = fields.get("ttl") or 0
     attributes = fields.get("attributes")
-    state = (
+    state: _State = (
         (
             fields["state"],
             fields.get("due_ms"),
@@ -153,6 +154,8 @@ def job_of(fields: dict[str, Any]) -> Job:
         fields.get("remain_tries") or 0,
         dict(attributes) if attributes else {},
         *state,
+        fields.get("traceparent"),
+        fields.get("tracestate"),
     )
 
 

@@ -37,6 +37,10 @@ class Job:
     result: bytes | None = None  # what its `complete` kept (None for any other end, and while it lives)
     finished_ms: int | None = None  # unix ms: when it ended; None while it lives
     group: str | None = None  # its group (SPEC 14), None without one
+    # The W3C trace context it was published with (SPEC 15, lmstfy-py only), None without one: the
+    # worker runs its handler inside it.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def text(self, encoding: str = "utf-8") -> str:
         return self.data.decode(encoding)

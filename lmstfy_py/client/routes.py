@@ -20,6 +20,7 @@ from lmstfy_py.client.calls import Answer, Call
 from lmstfy_py.client.flow import read_stats
 from lmstfy_py.client.job import DeadJob, DeadLetter, DeadPage, Job, QueueStats, Released, Schedule, Scheduled
 from lmstfy_py.client.outcomes import Outcome, Settings, SettingsArgs, read_outcome, read_settings, setting_params
+from lmstfy_py.tracing.propagation import current_headers
 
 ACK_BATCH = 100  # job ids per batch ACK, what one count=100 consume hands out
 Backoff = Literal["fixed", "exponential"]
@@ -41,6 +42,8 @@ class PublishArgs(TypedDict, total=False):
     attributes: Mapping[str, str]
     keep: int
     group: str
+    traceparent: str
+    tracestate: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,9 @@ class PublishOptions:
     attributes: Mapping[str, str] | None = None
     keep: int | None = None  # seconds its record outlives its end (lmstfy-py only); None: the queue's
     group: str | None = None  # delivered in order within it, fairly across groups (lmstfy-py only, SPEC 14)
+    # W3C trace context kept with the job (SPEC 15); None: the current OpenTelemetry span's, if any.
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def params(self, job_ids: Sequence[str] | None = None) -> dict[str, str]:
         given = {
@@ -75,10 +81,18 @@ class PublishOptions:
         return {**duration("delay", self.delay), **{k: str(v) for k, v in given.items() if v is not None}}
 
     def headers(self) -> dict[str, str]:
-        """lmstfy's attributes: a versioned job (Enable-Job-Version) with one Job-Attr-<Key> header each."""
-        if not self.attributes:
-            return {}
-        return {"Enable-Job-Version": "YES", **{f"Job-Attr-{k}": v for k, v in self.attributes.items()}}
+        """The trace context (the given one, else the current span's), and lmstfy's attributes: a
+        versioned job (Enable-Job-Version) with one Job-Attr-<Key> header each."""
+        headers = self.trace_headers()
+        if self.attributes:
+            headers |= {"Enable-Job-Version": "YES", **{f"Job-Attr-{k}": v for k, v in self.attributes.items()}}
+        return headers
+
+    def trace_headers(self) -> dict[str, str]:
+        if self.traceparent is None:
+            return current_headers()
+        given = {"traceparent": self.traceparent}
+        return given | {"tracestate": self.tracestate} if self.tracestate else given
 
 
 class ScheduleArgs(TypedDict, total=False):

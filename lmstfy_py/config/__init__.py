@@ -15,6 +15,7 @@ Layout (see deploy/lmstfy.toml for every key with its meaning):
     [admin.readonly_accounts]  user = "password" (the same, reading only)
     [push]              PushConfig: which networks push endpoints may reach
     [log]               LogConfig: level, dir, format
+    [tracing]           TracingConfig: otlp_endpoint, service_name (span export, SPEC 15)
 
 lmstfy's own config file (PascalCase keys: Host, Port, [Pool.default], ...) is recognised and
 mapped onto the same dataclasses by config/lmstfy.py; what in it means nothing here becomes a
@@ -34,7 +35,7 @@ from lmstfy_py.config import lmstfy, model
 from lmstfy_py.config.model import *  # noqa: F403  # the dataclasses and names, as lmstfy_py.config's
 from lmstfy_py.config.model import COMMAND_LINE, DEFAULT_POOL, Config
 from lmstfy_py.config.reader import Reader, read_toml
-from lmstfy_py.config.sections import parse_document, read_pool, read_server
+from lmstfy_py.config.sections import parse_document, read_pool, read_server, read_tracing
 
 __all__ = ["load_config", "parse_document"]
 __all__ += model.__all__
@@ -52,6 +53,7 @@ def load_config(
     redis_url: str | None = None,
     fsync: str | None = None,
     http_server: str | None = None,
+    otlp_endpoint: str | None = None,
 ) -> Config:
     """Read the TOML file at `path` (None: built-in defaults), then apply command-line flags.
 
@@ -69,6 +71,9 @@ def load_config(
     if redis_url is not None:
         pool = read_pool(DEFAULT_POOL, Reader(COMMAND_LINE, None, {"url": redis_url}, _flag_name))
         config = replace(config, pools={DEFAULT_POOL: pool}, admin_pool=DEFAULT_POOL)
+    if otlp_endpoint is not None:
+        reader = Reader(COMMAND_LINE, None, {"otlp_endpoint": otlp_endpoint}, _flag_name)
+        config = replace(config, tracing=read_tracing(reader, config.tracing))
     return config
 
 

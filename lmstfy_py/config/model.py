@@ -42,6 +42,7 @@ __all__ = [
     "PoolKind",
     "PushConfig",
     "ServerConfig",
+    "TracingConfig",
 ]
 
 UINT32_MAX = 2**32 - 1
@@ -190,6 +191,14 @@ class PushConfig:
 
 
 @dataclass(frozen=True)
+class TracingConfig:
+    """OTLP/HTTP export of the jobs' spans (SPEC 15, tracing/): off without an endpoint."""
+
+    otlp_endpoint: str | None = None  # the collector's base URL: spans go to <it>/v1/traces
+    service_name: str = "lmstfy-py"  # the spans' resource attribute service.name
+
+
+@dataclass(frozen=True)
 class Config:
     server: ServerConfig = field(default_factory=ServerConfig)
     defaults: Defaults = field(default_factory=Defaults)
@@ -207,6 +216,7 @@ class Config:
     # [admin.readonly_accounts]: basic-auth accounts that may read every admin route and change nothing
     # (SPEC 15); with `accounts`, either turns basic auth on.
     readonly_accounts: dict[str, str] = field(default_factory=dict)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     # What the file said that means nothing here (an lmstfy config file's keys): told once at start.
     warnings: tuple[str, ...] = field(default=(), compare=False)
 

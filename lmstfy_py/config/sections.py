@@ -37,11 +37,12 @@ from lmstfy_py.config.model import (
     PoolKind,
     PushConfig,
     ServerConfig,
+    TracingConfig,
     installed,
 )
 from lmstfy_py.config.reader import Reader, toml_type
 
-_SECTIONS = ("server", "defaults", "pools", "admin", "log", "push")
+_SECTIONS = ("server", "defaults", "pools", "admin", "log", "push", "tracing")
 
 
 def parse_document(source: str, document: Mapping[str, Any]) -> Config:
@@ -57,6 +58,7 @@ def parse_document(source: str, document: Mapping[str, Any]) -> Config:
     admin = _read_admin(source, document.get("admin", {}), pools)
     log = _read_log(Reader(source, "log", document.get("log", {})))
     push = _read_push(Reader(source, "push", document.get("push", {})))
+    tracing = read_tracing(Reader(source, "tracing", document.get("tracing", {})), TracingConfig())
     return Config(
         server,
         defaults,
@@ -68,6 +70,7 @@ def parse_document(source: str, document: Mapping[str, Any]) -> Config:
         admin_allowed_hosts=admin.allowed_hosts,
         push=push,
         readonly_accounts=admin.readonly_accounts,
+        tracing=tracing,
     )
 
 
@@ -277,3 +280,23 @@ def _read_accounts(reader: Reader) -> dict[str, str]:
             reader.fail(user, "a basic-auth user name cannot contain ':'")
         accounts[user] = reader.required_string(user, "")
     return accounts
+
+
+# What the export imports (the [otel] extra): checked when an endpoint is set, so the start stops naming it.
+OTEL_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+
+
+def read_tracing(reader: Reader, base: TracingConfig) -> TracingConfig:
+    endpoint = reader.string("otlp_endpoint", base.otlp_endpoint)
+    tracing = TracingConfig(endpoint, reader.required_string("service_name", base.service_name))
+    reader.finish()
+    if endpoint is None:
+        return tracing
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        reader.fail(
+            "otlp_endpoint", f'expected an http:// or https:// URL like "http://collector:4318", got "{endpoint}"'
+        )
+    if not all(installed(module) for module in OTEL_MODULES):
+        reader.fail("otlp_endpoint", "exporting spans needs the [otel] extra: pip install 'lmstfy-py[otel]'")
+    return tracing

@@ -29,7 +29,7 @@ infra_lmstfy_redis_... (every family has the label `pool`):
 plus process_* (each worker's, labelled `worker`: process.py), infra_lmstfy_http_http_codes,
 _latency_milliseconds (data port, 2xx only, as lmstfy) and _rate_limit, and lmstfy-py's own
 lmstfy_http_requests_total and lmstfy_http_request_duration_seconds for both ports, by app, route
-template, method, status.
+template, method, status, and lmstfy_otlp_spans_dropped_total by reason (tracing/, SPEC 15).
 """
 
 from lmstfy_py.metrics.collector import Collector
@@ -41,6 +41,7 @@ from lmstfy_py.metrics.recording import (
     EngineMetrics,
     observe_lmstfy_request,
     observe_request,
+    otlp_spans_dropped,
     push_consumed,
     pushed,
     rate_limit_hit,
@@ -60,6 +61,7 @@ __all__ = [
     "new_directory",
     "observe_lmstfy_request",
     "observe_request",
+    "otlp_spans_dropped",
     "push_consumed",
     "pushed",
     "rate_limit_hit",

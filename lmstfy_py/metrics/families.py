@@ -107,3 +107,7 @@ PUSH_DELIVERIES = Counter(
 LOOP_RESTARTS = Counter(
     "lmstfy_background_restarts", "background loops restarted after a crash", ("loop",), registry=None
 )
+
+# lmstfy-py's own (SPEC 15): spans of traced jobs the OTLP export lost, by reason: "queue_full" (2,048
+# were already waiting for the collector) or "export_failed" (the collector refused or did not answer).
+OTLP_SPANS_DROPPED = Counter("lmstfy_otlp_spans_dropped", "spans the OTLP export dropped", ("reason",), registry=None)

@@ -26,6 +26,7 @@ from lmstfy_py.metrics.families import (
     HTTP_SECONDS,
     JOB_ACK_ELAPSED_MS,
     JOB_ELAPSED_MS,
+    OTLP_SPANS_DROPPED,
     PUBLISH_QUEUE_JOBS,
     PUSH_CONSUME_MS,
     PUSH_DELIVERIES,
@@ -137,6 +138,13 @@ def pushed(pool: str, ns: str, group: str, queue: str, outcome: str, seconds: fl
 def push_consumed(pool: str, ns: str, queue: str, seconds: float) -> None:
     """A push group's consume that got jobs, as lmstfy times it (for each queue it took from)."""
     series(PUSH_CONSUME_MS, pool, ns, queue).observe(seconds * 1000)
+
+
+@_never_raises
+def otlp_spans_dropped(reason: str, count: int) -> None:
+    """Spans the OTLP export lost (tracing/): "queue_full" or "export_failed". On the event loop's
+    thread only, like every buffered count (the export's thread hands its counts over to it)."""
+    series(OTLP_SPANS_DROPPED, reason).inc(count)
 
 
 # -- what the engine reports ---------------------------------------------------------------

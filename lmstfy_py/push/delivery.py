@@ -2,8 +2,9 @@
 
 The body is lmstfy's (its job.MarshalText): {"namespace","queue","id","ttl","elapsed_ms","body"}
 with the data in standard base64. Beyond lmstfy, every POST says the job id and the attempt in
-headers, and a group with a secret signs it: `X-Lmstfy-Signature: t=<unix ms>,v1=<hex HMAC-SHA256
-of "<t>.<body>" keyed by the secret>` (docs/API.md says how to check it).
+headers, and its W3C trace context when it has one (SPEC 15); a group with a secret signs it:
+`X-Lmstfy-Signature: t=<unix ms>,v1=<hex HMAC-SHA256 of "<t>.<body>" keyed by the secret>`
+(docs/API.md says how to check it).
 
 Only the status of an answer counts: at most MAX_ANSWER_BYTES of its body are read, and a longer
 one's connection is closed rather than read to its end (an endpoint answering with hundreds of MiB
@@ -93,6 +94,10 @@ def headers_of(job: Job, body: bytes, secret: str | None) -> dict[str, str]:
         "X-Lmstfy-Job-Id": job.job_id,
         "X-Lmstfy-Attempt": str(job.attempts),
     }
+    if job.trace is not None:  # SPEC 15; the signature covers the body only, so it stays valid
+        headers["traceparent"] = job.trace.traceparent
+        if job.trace.tracestate is not None:
+            headers["tracestate"] = job.trace.tracestate
     if secret is not None:
         headers["X-Lmstfy-Signature"] = signature(secret, body, time.time_ns() // 1_000_000)
     return headers

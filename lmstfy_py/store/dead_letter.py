@@ -124,5 +124,6 @@ async def _in_chunks(limit: int, step: Callable[[int], Any]) -> int:
 
 
 def _dead_job(row: DeadRow) -> DeadJob:
-    body = decode_data(row.data)[0] if row.data is not None else b""
-    return DeadJob(row.job_id.decode(), body, as_int(row.attempts) or 0, as_text(row.error), as_int(row.died))
+    body, _, trace = decode_data(row.data) if row.data is not None else (b"", None, None)
+    attempts, error, died = as_int(row.attempts) or 0, as_text(row.error), as_int(row.died)
+    return DeadJob(row.job_id.decode(), body, attempts, error, died, trace)

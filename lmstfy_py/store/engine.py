@@ -9,9 +9,10 @@ timer pump), wired in Runtime.start (store/engine_base.py).
 The Engine is the only code that publishes, consumes, ACKs, releases, peeks, pumps and kills
 jobs. A pool whose Redis also holds another layout (lmstfy's) is served by an Engine with a
 Layout (store/layout.py) that it consults at a few points; the operations are parted by concern:
-here publish, consume, a job and a queue; the dead letter in dead_letter.py; namespaces, purge,
-the pump and recurring jobs in namespace_ops.py; settings, complete and result in outcomes.py; promote
-and the groups in flow.py.
+here publish, consume and a queue; a worker's verbs on its reservation in verbs.py; the dead
+letter in dead_letter.py; namespaces, purge, the pump and recurring jobs in namespace_ops.py;
+settings, complete and result in outcomes.py; promote and the groups in flow.py. Each step on a
+job whose trace is sampled is told to the observer (EngineBase.traced, SPEC 15).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,13 +48,14 @@ from lmstfy_py.store.engine_base import (
 from lmstfy_py.store.events import EventOps
 from lmstfy_py.store.flow import FlowOps
 from lmstfy_py.store.handover import Mailbox
-from lmstfy_py.store.jobdata import decode_data, encode_data
+from lmstfy_py.store.jobdata import decode_data, encode_data, trace_field
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
 from lmstfy_py.store.outcomes import OutcomeOps
 from lmstfy_py.store.scripts import ScriptCall, run_pipeline
-from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats, Released
+from lmstfy_py.store.verbs import VerbOps, acked_traces
+from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
 __all__ = [
@@ -77,7 +80,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
+class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:
@@ -105,8 +108,11 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
             self._publish_call(ns, queue, job, job_id, now, replaces) for job, job_id in zip(jobs, job_ids, strict=True)
         ]
         earliest = min((now + job.delay_ms for job in jobs if job.delay_ms > 0), default=0)
+        start_ns = time.time_ns()
         replies = await run_pipeline(self.script_client, calls, [index_due(ns, earliest)] if earliest else [])
         created = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
+        made = [(queue, job_id, job.trace) for job, job_id, c in zip(jobs, job_ids, created, strict=True) if c]
+        self.traced("publish", ns, start_ns, made)
         if earliest:
             self.timers.scheduled(earliest)
         # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
@@ -126,12 +132,13 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         replaced = (keys.job(ns, queue, replaces),) if replaces else ()
         call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
-        data, backoff = encode_data(job.body, job.attributes), job.backoff.spec() if job.backoff else ""
+        data, backoff = encode_data(job.body, job.attributes, job.trace), job.backoff.spec() if job.backoff else ""
         # A job id the engine made tells when the job was created (ids.timestamp_ms): no field c is kept.
         created = now if job.job_id else 0
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
         fields = (data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms)
-        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", (replaces,) if replaces else ())
+        trace = trace_field(job.trace)
+        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", trace, (replaces,) if replaces else ())
         return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------
@@ -184,8 +191,7 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         acks: Mapping[str, Sequence[str]] | None,
     ) -> list[Job]:
         if acks:  # only the first attempt carries them (nothing can be in the mailbox yet)
-            calls = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acks.items()]
-            jobs = await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen, calls)
+            jobs = await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen, acks)
             for queue, job_ids in acks.items():
                 self._count_acks(ns, queue, job_ids)
             return jobs
@@ -194,10 +200,6 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
             if mailbox.jobs:
                 return mailbox.take()
         return await self.reserve(ns, queues, ttr_ms, count, frozen)
-
-    def _count_acks(self, ns: str, queue: str, job_ids: Sequence[str]) -> None:
-        for job_id in job_ids:
-            self.observer.acked(self.pool, ns, queue, job_id)
 
     async def _wait(self, ns: str, queues: Sequence[str], seconds: float, mailbox: Mailbox | None) -> None:
         """Until a wake token, or jobs the pump hands over (store/handover.py)."""
@@ -241,19 +243,26 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         ttr_ms: int,
         count: int,
         frozen: bool,
-        before: Sequence[ScriptCall] = (),
+        acks: Mapping[str, Sequence[str]] | None = None,
     ) -> list[Job]:
         """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
-        due-index update in the same round trip; `before`, script calls run first in it (ACKs)."""
+        due-index update in the same round trip; `acks` (queue -> ids) are ACKed first in it."""
         due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
+        acked = list(acks.items()) if acks else []
+        before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked]
+        start_ns = time.time_ns()
         answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
         reserved, wake_at = step.parse(answers[len(before)])
+        for (queue, _), answer in zip(acked, answers, strict=False):
+            self.traced("ack", ns, start_ns, acked_traces(queue, self.scripts.ack.parse(answer)))
+        jobs = [replies.reserved_job(ns, r) for r in reserved]
+        self.traced("consume", ns, start_ns, [(job.queue, job.job_id, job.trace) for job in jobs])
         if reserved:
             self.timers.scheduled(due)
         if wake_at:  # a queue held back by its rate: its wake-up member is on the timer (SPEC 14)
             await self._scheduled(ns, wake_at)
-        return [replies.reserved_job(ns, r) for r in reserved]
+        return jobs
 
     async def wait_for_wake(
         self, ns: str, queues: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None
@@ -275,56 +284,6 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         await self.event_tail.close()
         await self.wake_hub.close()
 
-    # -- a worker's verbs on its reservation --------------------------------------------------
-
-    async def ack(self, ns: str, queue: str, job_id: str) -> bool:
-        return await self.ack_many(ns, queue, [job_id]) > 0
-
-    async def ack_many(self, ns: str, queue: str, job_ids: Sequence[str]) -> int:
-        """ACKs the jobs in one script call; returns how many still existed. Each id counts as one ACK."""
-        if not job_ids:
-            return 0
-        found = await self.scripts.ack(self.script_client, *ack_call(ns, queue, job_ids))
-        self._count_acks(ns, queue, job_ids)
-        # A job lives in one layout only: the counts add up.
-        return found if self.layout is None else found + await self.layout.acked(ns, queue, job_ids)
-
-    async def release(
-        self, ns: str, queue: str, job_id: str, delay_ms: int | None, reason: str, untried: bool = False
-    ) -> Released:
-        """Ends a reservation without ACK: ready again after `delay_ms` (None: the job's backoff;
-        at once when `untried`), or in the dead letter when no tries are left. `untried` gives
-        back the try and the attempt the reservation took. 404 unknown, 409 not reserved."""
-        now = now_ms()
-        call_keys = contract.ReleaseKeys(
-            keys.job(ns, queue, job_id), keys.timer(ns), *queue_keys(ns, queue), keys.dead(ns, queue)
-        )
-        args = contract.ReleaseArgs(ns, queue, job_id, now, "" if delay_ms is None else delay_ms, reason, int(untried))
-        outcome = replies.checked(await self.scripts.release(self.script_client, call_keys, args))
-        if outcome.status == b"buried":
-            return Released(buried=True)
-        if outcome.due_ms > now:
-            await self._scheduled(ns, outcome.due_ms)
-        return Released(buried=False, due_ms=outcome.due_ms, remain_tries=outcome.tries)
-
-    async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
-        """The reservation now ends ttr_ms from now; returns when (unix ms). 404 unknown, 409 not reserved."""
-        deadline = now_ms() + ttr_ms
-        call_keys = contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns))
-        replies.checked(
-            await self.scripts.touch(self.script_client, call_keys, contract.TouchArgs(ns, queue, job_id, deadline))
-        )
-        await self._scheduled(ns, deadline)
-        return deadline
-
-    async def bury(self, ns: str, queue: str, job_id: str, reason: str) -> None:
-        """The reserved job goes to the dead letter now. 404 unknown, 409 not reserved."""
-        call_keys = contract.BuryKeys(
-            keys.job(ns, queue, job_id), keys.timer(ns), keys.meta(ns, queue), keys.dead(ns, queue)
-        )
-        args = contract.BuryArgs(ns, queue, job_id, now_ms(), reason)
-        replies.checked(await self.scripts.bury(self.script_client, call_keys, args))
-
     # -- looking at a queue ------------------------------------------------------------------
 
     async def peek_queue(self, ns: str, queue: str) -> Job:
@@ -336,8 +295,9 @@ class Engine(DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
         )
         if found is None:
             raise NotFound("the queue is empty")
-        body, attributes = decode_data(found.data)
-        return Job(ns, queue, found.job_id.decode(), body, ttl_seconds(found.pttl), found.tries, attributes)
+        body, attributes, trace = decode_data(found.data)
+        job_id, pttl = found.job_id.decode(), ttl_seconds(found.pttl)
+        return Job(ns, queue, job_id, body, pttl, found.tries, attributes, trace=trace)
 
     async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
         """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,6 +89,10 @@ class PumpResult:
 # What a traced step was (SPEC 15's span names, after "lmstfy."): "dead" is a job that died at its
 # ttr or at a release with no try left.
 TracedKind = Literal["publish", "consume", "ack", "complete", "release", "bury", "dead"]
+
+
+# A job a step was on: its queue, its id, its trace context (None: none).
+TracedJob = tuple[str, str, TraceContext | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,15 @@ class EngineBase:
         self._registered: dict[str, float] = {}  # namespace -> when to register it again (monotonic)
         # What the pool holds besides our layout (store/layout.py); None, the common case, costs nothing.
         self.layout: Layout | None = None
+
+    def traced(self, kind: TracedKind, ns: str, start_ns: int, steps: Iterable[TracedJob]) -> None:
+        """Tells the observer of the step that started at start_ns and ended now on each job whose trace
+        is sampled (SPEC 15); the untraced path costs one look at each job's trace."""
+        end_ns = 0
+        for queue, job_id, trace in steps:
+            if trace is not None and trace.sampled:
+                end_ns = end_ns or time.time_ns()
+                self.observer.traced(TracedStep(kind, self.pool, ns, queue, job_id, trace, start_ns, end_ns))
 
     async def register_namespace(self, ns: str) -> None:
         # Before the first job lands, so the pump's sweep always knows every namespace with a timer.

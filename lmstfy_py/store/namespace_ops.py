@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from lmstfy_py.store.contracts.upkeep import (
 )
 from lmstfy_py.store.engine_base import CHUNK, EngineBase, PumpResult, now_ms, queue_keys
 from lmstfy_py.store.handover import Mailbox
+from lmstfy_py.store.jobdata import stored_trace
 from lmstfy_py.store.scripts import Arg
 from lmstfy_py.types import Job
 
@@ -115,9 +117,11 @@ class NamespaceOps(EngineBase):
         while True:
             waiters = self.handover.waiters(ns)
             call_keys, call_args = _with_waiters(ns, now, waiters, args)
+            start_ns = time.time_ns()
             pumped = await self.scripts.pump(self.script_client, call_keys, call_args)
             to_ready, to_dead = to_ready + pumped.ready, to_dead + pumped.dead
-            await self._hand_over(ns, waiters, pumped.handed)
+            self.traced("dead", ns, start_ns, [(q.decode(), i.decode(), stored_trace(w)) for q, i, w in pumped.died])
+            await self._hand_over(ns, waiters, pumped.handed, start_ns)
             # Due now rather than after the pump's index bookkeeping (a round trip, an fsync): the
             # jobs that came due while the pump was busy were its latest (docs/PERFORMANCE.md).
             now = max(now, now_ms())
@@ -126,10 +130,14 @@ class NamespaceOps(EngineBase):
                 self.observer.pumped(self.pool, ns, result)
                 return result
 
-    async def _hand_over(self, ns: str, waiters: Sequence[Mailbox], handed: Sequence[Sequence[Reserved]]) -> None:
+    async def _hand_over(
+        self, ns: str, waiters: Sequence[Mailbox], handed: Sequence[Sequence[Reserved]], start_ns: int
+    ) -> None:
+        """The pump's reservations for waiting consumes: their consume step (SPEC 15's span) was the pump's."""
         for mailbox, reserved in zip(waiters, handed, strict=False):
             if reserved:
                 jobs = [replies.reserved_job(ns, r) for r in reserved]
+                self.traced("consume", ns, start_ns, [(job.queue, job.job_id, job.trace) for job in jobs])
                 if not self.handover.deliver(ns, mailbox, jobs):
                     await self._give_back(ns, jobs, mailbox.frozen)
 

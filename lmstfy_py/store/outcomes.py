@@ -18,6 +18,7 @@ from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, replies
 from lmstfy_py.store.contracts import jobs as contract
 from lmstfy_py.store.engine_base import EngineBase, as_int, now_ms
+from lmstfy_py.store.verbs import outcome_trace
 from lmstfy_py.types import JobInfo, JobStateName, QueueSettings, SettingsChange
 
 ENDED: frozenset[JobStateName] = frozenset({"completed", "dead", "expired", "deleted"})
@@ -60,8 +61,9 @@ class OutcomeOps(EngineBase):
 
         A job lmstfy itself delivered (a pool with its layout) is only ACKed: it has no keep."""
         call_keys = contract.CompleteKeys(keys.job(ns, queue, job_id), keys.timer(ns), keys.meta(ns, queue))
-        args = contract.CompleteArgs(ns, queue, job_id, now_ms(), result)
+        args, start_ns = contract.CompleteArgs(ns, queue, job_id, now_ms(), result), time.time_ns()
         outcome = await self.scripts.complete(self.script_client, call_keys, args)
+        self.traced("complete", ns, start_ns, outcome_trace(queue, job_id, outcome))
         if outcome.status != b"missing" or self.layout is None or not await self.layout.acked(ns, queue, [job_id]):
             replies.checked(outcome)
         self.observer.acked(self.pool, ns, queue, job_id)

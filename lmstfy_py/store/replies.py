@@ -30,24 +30,24 @@ def created_ms(job_id: str, stored: Any) -> int | None:
 
 
 def reserved_job(ns: str, r: Reserved) -> Job:
-    body, attributes = decode_data(r.data)
+    body, attributes, trace = decode_data(r.data)
     queue, job_id = r.queue.decode(), r.job_id.decode()
     created = created_ms(job_id, r.created)
-    return Job(ns, queue, job_id, body, ttl_seconds(r.pttl), r.tries, attributes, r.attempts, created)
+    return Job(ns, queue, job_id, body, ttl_seconds(r.pttl), r.tries, attributes, r.attempts, created, trace)
 
 
 def ready_job(ns: str, queue: str, j: NextJob) -> JobInfo:
-    body, attributes = decode_data(j.data)
+    body, attributes, trace = decode_data(j.data)
     job_id = j.job_id.decode()
     attempts, created = as_int(j.attempts) or 0, created_ms(job_id, j.created)
-    job = Job(ns, queue, job_id, body, ttl_seconds(j.pttl), j.tries, attributes, attempts, created)
+    job = Job(ns, queue, job_id, body, ttl_seconds(j.pttl), j.tries, attributes, attempts, created, trace)
     return JobInfo(job, "ready", None, as_int(j.priority) or 0, as_text(j.error))
 
 
 def job_info(ns: str, queue: str, job_id: str, f: JobState) -> JobInfo:
-    body, attributes = decode_data(f.data)
+    body, attributes, trace = decode_data(f.data)
     attempts, created = as_int(f.attempts) or 0, created_ms(job_id, f.created)
-    job = Job(ns, queue, job_id, body, ttl_seconds(f.pttl), f.tries, attributes, attempts, created)
+    job = Job(ns, queue, job_id, body, ttl_seconds(f.pttl), f.tries, attributes, attempts, created, trace)
     state = _STATES.get(f.state, "delayed")
     result = None if f.result is None else bytes(f.result)
     priority, error = as_int(f.priority) or 0, as_text(f.error)

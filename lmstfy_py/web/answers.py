@@ -10,7 +10,7 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.push import shown
-from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueSettings, QueueStats, Released
+from lmstfy_py.types import DeadPage, Job, JobInfo, Published, QueueSettings, QueueStats, Released, TraceContext
 
 JSON = "application/json"
 
@@ -33,7 +33,15 @@ def job_json(job: Job, consumed: bool) -> dict[str, Any]:
         # lmstfy answers null for a versioned job published without any attribute.
         attributes=job.attributes or None,
     )
+    shown.update(trace_json(job.trace))
     return shown
+
+
+def trace_json(trace: TraceContext | None) -> dict[str, str | None]:
+    """Beyond lmstfy (SPEC 15): the W3C trace context the job was published with, each null when none."""
+    if trace is None:
+        return {"traceparent": None, "tracestate": None}
+    return {"traceparent": trace.traceparent, "tracestate": trace.tracestate}
 
 
 def job_info_json(info: JobInfo) -> dict[str, Any]:
@@ -140,6 +148,7 @@ def dead_page_json(page: DeadPage) -> dict[str, Any]:
             "attempts": job.attempts,
             "last_error": shown.optional_reason(job.last_error),  # one stored with credentials, too
             "died_ms": job.died_ms,
+            **trace_json(job.trace),
         }
         for job in page.jobs
     ]

@@ -19,9 +19,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from lmstfy_py.admin.grants import CONSUME, MANAGE, PUBLISH, READ
-from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import events, hot_routes, instrument, lifecycle, outcomes, params, schedules
+from lmstfy_py.web import (
+    bulk_jobs,
+    events,
+    hot_routes,
+    instrument,
+    lifecycle,
+    outcomes,
+    params,
+    schedules,
+    trace_params,
+)
 from lmstfy_py.web.answers import JSON, consumed_body, job_json, no_content, published, published_many
 from lmstfy_py.web.middleware import build_app, route
 from lmstfy_py.web.target import PUBLIC, Target, defaults_of, job_id_of, target_of, throttle
@@ -35,15 +44,11 @@ async def publish(request: Request) -> Response:
 
 async def publish_bulk(request: Request) -> Response:
     """Beyond lmstfy, `job_id=ID1,ID2,...` names each job (one id per job, in order); the answer
-    then lists under "duplicates" those that were not created."""
+    then lists under "duplicates" those that were not created. The body may also be SPEC 15's object
+    form, each job with its own trace context and group (web/bulk_jobs.py)."""
     target = await target_of(request, PUBLISH)
     options = params.publish_options(request.query_params, defaults_of(request))
-    bodies = params.bulk_bodies(await params.read_body(request))
-    if options.job_ids and len(options.job_ids) != len(bodies):
-        raise InvalidParameter("job_id should name one id per job of the bulk")
-    attributes = params.attributes(request.headers)
-    chosen = options.job_ids or [None] * len(bodies)
-    jobs = [options.job(body, attributes, job_id) for body, job_id in zip(bodies, chosen, strict=True)]
+    jobs = bulk_jobs.bulk_jobs(await params.read_body(request), options, request.headers)
     async with throttle(request, target, "produce"):
         results = await target.store.publish_many(target.ns, target.queue, jobs)
     return published_many(results, ids_given=bool(options.job_ids))
@@ -54,7 +59,8 @@ async def republish(request: Request) -> Response:
     target = await target_of(request, PUBLISH | CONSUME)
     old_id = job_id_of(request)
     options = params.publish_options(request.query_params, defaults_of(request))
-    job = options.job(await params.read_body(request), params.attributes(request.headers), hot_routes.one_id(options))
+    body, headers = await params.read_body(request), request.headers
+    job = options.job(body, params.attributes(headers), hot_routes.one_id(options), trace_params.from_headers(headers))
     return published(await target.store.publish(target.ns, target.queue, job, replaces=old_id))
 
 

@@ -23,7 +23,7 @@ from lmstfy_py.admin.grants import CONSUME, PUBLISH
 from lmstfy_py.errors import InvalidParameter, NoJobAvailable
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import Job, Published
-from lmstfy_py.web import ack_params, params
+from lmstfy_py.web import ack_params, params, trace_params
 from lmstfy_py.web.target import Target, Throttle, check_token, checked_job_id, runtime_of
 
 
@@ -103,7 +103,8 @@ def one_id(options: params.PublishOptions) -> str | None:
 async def publish(call: Call) -> Published:
     target = await _target(call, PUBLISH)
     options = params.publish_options(call.query, call.runtime.config.defaults)
-    job = options.job(await call.read_body(), params.attributes(call.headers), one_id(options))
+    trace = trace_params.from_headers(call.headers)
+    job = options.job(await call.read_body(), params.attributes(call.headers), one_id(options), trace)
     async with Throttle(call.runtime.limits, target, "produce"):
         return await target.store.publish(target.ns, target.queue, job)
 

@@ -22,7 +22,7 @@ from starlette.types import Receive
 from lmstfy_py import ids
 from lmstfy_py.config import DEFAULT_POOL, MAX_CONSUME_TIMEOUT, NAME_RE, UINT16_MAX, UINT32_MAX, Defaults
 from lmstfy_py.errors import BodyTooLarge, InvalidParameter
-from lmstfy_py.types import Backoff, NewJob
+from lmstfy_py.types import Backoff, NewJob, TraceContext
 
 MAX_BODY = 1 << 20  # bytes of any request body (lmstfy: of one job)
 MAX_PRIORITY = 255
@@ -44,7 +44,7 @@ ATTRIBUTE_PREFIX = b"job-attr-"
 
 # 20 digits hold any uint64 and keep int() away from Python's 4300-digit limit.
 _DIGITS = re.compile(r"[0-9]{1,20}")
-_JSON_SPACE = " \t\n\r"
+JSON_SPACE = " \t\n\r"
 
 
 # -- numbers -------------------------------------------------------------------
@@ -112,7 +112,13 @@ class PublishOptions:
     keep_s: int | None = None  # None: the queue's keep setting
     group: str | None = None  # SPEC 14: delivered in order, group_concurrency at a time
 
-    def job(self, body: bytes, attributes: dict[str, str] | None, job_id: str | None = None) -> NewJob:
+    def job(
+        self,
+        body: bytes,
+        attributes: dict[str, str] | None,
+        job_id: str | None = None,
+        trace: TraceContext | None = None,
+    ) -> NewJob:
         return NewJob(
             body,
             ttl_ms=self.ttl_ms,
@@ -125,6 +131,7 @@ class PublishOptions:
             backoff=self.backoff,
             keep_s=self.keep_s,
             group=self.group,
+            trace=trace,
         )
 
 
@@ -328,7 +335,7 @@ def bulk_bodies(raw: bytes) -> list[bytes]:
     """Each element's exact JSON text (as Go's []json.RawMessage keeps it), one per job."""
     try:
         # surrogateescape round-trips bytes that are not UTF-8, as Go keeps them inside strings.
-        elements = _split_json_array(raw.decode("utf-8", "surrogateescape"))
+        elements = split_json_array(raw.decode("utf-8", "surrogateescape"))
     except (ValueError, RecursionError) as exc:
         raise InvalidParameter("request body should be an array of objects") from exc
     if not elements:
@@ -342,38 +349,38 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not JSON")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in _JSON_SPACE:
+def skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in JSON_SPACE:
         at += 1
     return at
 
 
-def _split_json_array(text: str) -> list[str]:
-    at = _skip_space(text, 0)
-    if text[at:].rstrip(_JSON_SPACE) == "null":  # Go decodes null into an empty slice
+def split_json_array(text: str) -> list[str]:
+    at = skip_space(text, 0)
+    if text[at:].rstrip(JSON_SPACE) == "null":  # Go decodes null into an empty slice
         return []
     if not text.startswith("[", at):
         raise ValueError("not an array")
     elements: list[str] = []
-    at = _skip_space(text, at + 1)
+    at = skip_space(text, at + 1)
     if text.startswith("]", at):
         return _end_of_array(text, at, elements)
     while True:
-        _, end = _DECODER.raw_decode(text, at)
+        _, end = DECODER.raw_decode(text, at)
         elements.append(text[at:end])
-        at = _skip_space(text, end)
+        at = skip_space(text, end)
         if text.startswith("]", at):
             return _end_of_array(text, at, elements)
         if not text.startswith(",", at):
             raise ValueError("expected ',' or ']'")
-        at = _skip_space(text, at + 1)
+        at = skip_space(text, at + 1)
 
 
 def _end_of_array(text: str, at: int, elements: list[str]) -> list[str]:
-    if _skip_space(text, at + 1) != len(text):
+    if skip_space(text, at + 1) != len(text):
         raise ValueError("data after the array")
     return elements
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 from lmstfy_py.client import AsyncClient, Job
+from lmstfy_py.tracing.propagation import in_job_context
 from lmstfy_py.worker.handlers import Handler, HandlerThreads, is_async
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
 from lmstfy_py.worker.run import FETCHERS, Run, Settings, Tally
@@ -99,8 +100,9 @@ class Worker:
         if self.metrics_port is not None:
             metrics = served = WorkerMetrics()
             served.serve(self.metrics_port)
-        threads = None if is_async(self.handler) else HandlerThreads(self.handler, self.concurrency, loop)
-        call: Callable[[Job], Awaitable[Any]] = threads or self.handler
+        handler = in_job_context(self.handler, is_async(self.handler))  # its spans: children of the producer's
+        threads = None if is_async(self.handler) else HandlerThreads(handler, self.concurrency, loop)
+        call: Callable[[Job], Awaitable[Any]] = threads or handler
         try:
             async with contextlib.AsyncExitStack() as clients:
                 client, *consumers = [await clients.enter_async_context(self._client()) for _ in range(1 + FETCHERS)]

@@ -121,6 +121,7 @@ def test_example_file_parses_with_and_without_its_commented_settings(tmp_path: P
     assert config.accounts == {"admin": "change-me"}
     assert config.admin_allowed_hosts == ("lmstfy-admin.internal",)
     assert config.push.allowed_networks == (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("fd00::/8"))
+    assert config.tracing.otlp_endpoint == "http://otel-collector:4318"
 
 
 def test_hardening_keys(tmp_path: Path) -> None:
@@ -189,7 +190,7 @@ def test_with_embedded_makes_the_default_pool() -> None:
     [
         ("[server]\nport = 7777\nport = 1\nhost = 'x'\n", "invalid TOML at line 3, column 9: Cannot overwrite a value"),
         ("[server\n", "invalid TOML at line 1, column 8: Expected ']' at the end of a table declaration"),
-        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log, push)"),
+        ("[serverr]\n", "unknown section [serverr] (known: server, defaults, pools, admin, log, push, tracing)"),
         ("[server]\nmin_schedule_every = 0\n", "[server] min_schedule_every: must be between 1 and 4294967295, got 0"),
         ("[server]\nevents_heartbeat = 0\n", "[server] events_heartbeat: must be between 1 and 3600, got 0"),
         (

@@ -19,7 +19,7 @@ import pytest
 
 from lmstfy_py import metrics
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.types import NewJob
+from lmstfy_py.types import NewJob, TraceContext
 from lmstfy_py.web import create_admin_app
 from tests.conftest import client_for
 from tests.fixtures.push_endpoints import Endpoints, refused_url
@@ -312,3 +312,20 @@ async def test_deliveries_are_counted_under_lmstfys_names_and_by_outcome(
     by_group = {"pool": "default", "namespace": NS, "group": "g"}
     assert scrape.value("lmstfy_push_deliveries_total", **by_group, outcome="500") >= 1
     assert scrape.value("lmstfy_push_deliveries_total", **by_group, outcome="200") >= 1
+
+
+async def test_a_jobs_trace_context_is_sent_as_headers_and_the_signature_stays_valid(
+    runtime: Runtime, admin: httpx.AsyncClient, endpoints: Endpoints
+) -> None:
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    assert (await admin.post(f"/pusher/{NS}/g", json=pusher(endpoints.url("/ok"), secret=SECRET))).status_code == 201
+    await publish(runtime, body=b"traced", trace=TraceContext(traceparent, "rojo=1"))
+    await publish(runtime, body=b"plain")
+    await eventually(lambda: len(endpoints.received) == 2)
+    by_body = {base64.b64decode(got.job["body"]): got for got in endpoints.received}
+    traced, plain = by_body[b"traced"], by_body[b"plain"]
+    assert (traced.headers["traceparent"], traced.headers["tracestate"]) == (traceparent, "rojo=1")
+    assert "traceparent" not in plain.headers and "tracestate" not in plain.headers
+    stamp, _, digest = traced.headers["X-Lmstfy-Signature"].partition(",v1=")
+    signed = f"{stamp.removeprefix('t=')}.".encode() + traced.raw
+    assert hmac.compare_digest(digest, hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest())

@@ -32,6 +32,9 @@ async def test_publish_consume_round_trips_binary_data(api: Api) -> None:
         "ttl": 86400,
         "remain_tries": 0,
         "attributes": None,
+        # Beyond lmstfy, SPEC 15: the W3C trace context it was published with (tests/web/test_trace_context.py).
+        "traceparent": None,
+        "tracestate": None,
     }
 
 
@@ -239,6 +242,8 @@ async def test_peek_job(api: Api) -> None:
         "ttl": 86400,
         "remain_tries": 1,
         "attributes": None,
+        "traceparent": None,  # Beyond lmstfy, SPEC 15 (tests/web/test_trace_context.py)
+        "tracestate": None,
         # Beyond lmstfy: where the job is in its life (tests/web/test_worker_verbs.py covers every state).
         "state": "ready",
         "due_ms": None,

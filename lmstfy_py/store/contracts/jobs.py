@@ -44,6 +44,7 @@ class PublishArgs(NamedTuple):
     backoff: str
     keep: Arg
     group: str
+    trace: str
     replaces: tuple[str, ...]
 
 
@@ -105,7 +106,19 @@ class AckArgs(NamedTuple):
     job_ids: tuple[str, ...]
 
 
-ACK = store_step("ack", AckKeys, AckArgs, int)
+class Acked(NamedTuple):
+    found: int
+    traced: list[tuple[bytes, bytes]]  # (job id, field w) of each job removed with a sampled trace
+
+
+def _acked(reply: int | list[Any]) -> Acked:
+    if isinstance(reply, int):  # nothing traced
+        return Acked(reply, [])
+    found, flat = reply
+    return Acked(int(found), list(zip(flat[::2], flat[1::2], strict=True)))
+
+
+ACK = store_step("ack", AckKeys, AckArgs, _acked)
 
 
 class VerbKeys(NamedTuple):
@@ -163,6 +176,7 @@ class Outcome(NamedTuple):
     status: bytes
     due_ms: int = 0
     tries: int = 0
+    trace: bytes | None = None  # field w of a job with a sampled trace (release, bury, complete; SPEC 15)
 
 
 def _outcome(reply: list[Any]) -> Outcome:

@@ -181,10 +181,13 @@ class Pumped(NamedTuple):
     dead: int
     next_due: int
     handed: list[list[Reserved]]  # per waiter of PumpArgs.waiters, in order (fewer when nothing became ready)
+    died: list[tuple[bytes, bytes, bytes]]  # (queue, job id, field w) of the jobs that died with a sampled trace
 
 
 def _pumped(reply: list[Any]) -> Pumped:
-    return Pumped(int(reply[0]), int(reply[1]), int(reply[2]), [reserved_rows(out) for out in reply[3]])
+    handed = [reserved_rows(out) for out in reply[3]]
+    died = [(reply[4][i], reply[4][i + 1], reply[4][i + 2]) for i in range(0, len(reply[4]), 3)]
+    return Pumped(int(reply[0]), int(reply[1]), int(reply[2]), handed, died)
 
 
 PUMP = store_step("pump", PumpKeys, PumpArgs, _pumped)

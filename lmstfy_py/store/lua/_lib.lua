@@ -3,13 +3,16 @@
 -- 'Hc0Hc0HHc0', followed by 'X' when it is a reservation (nothing for a delayed job), so that a
 -- member whose job expired still says which count it was part of.
 --
--- Job hash fields: d data (msgpack [body, attributes]; past DATA_CHUNK bytes continued in d2,
--- d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
+-- Job hash fields: d data (msgpack [body, attributes], or [body, attributes, traceparent,
+-- tracestate] for a job with a trace context, store/jobdata.py; past DATA_CHUNK bytes continued
+-- in d2, d3..., see data_fields), s state (T delayed, R ready, X reserved, D dead), t tries packed in
 -- its element, c created (unix ms; absent: the job id's time), p priority (absent: 0), a
 -- attempts (deliveries so far), e last error, k died (unix ms), b backoff "base:max" ms
 -- (absent: fixed), u unique_for ms (absent: none), K keep s (absent: 0; SPEC 13), g group, h 1
 -- while a grouped job holds its group's slot on the timer, y ms since when it is ready (when
--- later than its publish) (SPEC 14; see fc()).
+-- later than its publish) (SPEC 14; see fc()), w its traceparent followed by its tracestate, only
+-- for a job whose trace is sampled (SPEC 15: the steps that end a reservation or the job return it
+-- from the HMGET they make anyway, for the server's spans; deliveries read it from the data).
 -- A job with a keep that ended is a record for that long (PEXPIRE): s is then its end, C
 -- completed, E expired or L deleted; f when it ended (unix ms), r the complete's result.
 -- Queue meta hash fields: T delayed jobs, X reserved jobs, seq (the priority set's and the
@@ -442,6 +445,10 @@ local function create_job(j, q, ns, qname, id, new)
         fields[#fields + 1] = 'g'
         fields[#fields + 1] = new.group
     end
+    if new.trace then
+        fields[#fields + 1] = 'w'
+        fields[#fields + 1] = new.trace
+    end
     redis.call('HSET', j.key, unpack(fields))
     if new.priority > 0 then
         redis.call('HSET', j.key, 'p', new.priority)
@@ -777,23 +784,24 @@ local function reserve_from_queue(r, qname, q, want)
 end
 
 -- The tries packed in a reserved job's timer member; when the job is not reserved, nil and the
--- answer a worker verb gives: {"missing"} or {"not reserved"}. Also its group (false: none).
+-- answer a worker verb gives: {"missing"} or {"not reserved"}. Also its group and its field w
+-- (false: none).
 local function reserved_tries(job_key)
-    local f = redis.call('HMGET', job_key, 's', 't', 'g')
+    local f = redis.call('HMGET', job_key, 's', 't', 'g', 'w')
     if not f[1] then
         return nil, {'missing'}
     end
     if f[1] ~= 'X' then
         return nil, {'not reserved'}
     end
-    return tonumber(f[2]), nil, f[3]
+    return tonumber(f[2]), nil, f[3], f[4]
 end
 
 -- Ends the reservation of the job a worker verb names (bury, complete): its timer member and
--- count go, and its group's slot. Returns its tries, or nil and the verb's answer when it is not
--- reserved.
+-- count go, and its group's slot. Returns its tries, nil and its field w, or nil and the verb's
+-- answer when it is not reserved.
 local function take_reservation(job_key, timer, meta, ns, qname, id)
-    local tries, refusal, group = reserved_tries(job_key)
+    local tries, refusal, group, trace = reserved_tries(job_key)
     if not tries then
         return nil, refusal
     end
@@ -802,16 +810,16 @@ local function take_reservation(job_key, timer, meta, ns, qname, id)
     if group then
         fc().slot_freed(meta, group)
     end
-    return tries
+    return tries, nil, trace
 end
 
 -- Removes every trace of a job: the element where it waits (field s says where, field t
 -- with which tries it was packed, p whether in the priority set), then its data, or keeps it as
 -- a record (finish) in state `final` (nil: completed) ended at `now` (nil: Redis's clock). An
--- ended job's record is left as it is (0).
+-- ended job's record is left as it is (0). Returns 1 and the job's field w when it removed it.
 -- q = {timer, ready, dead, prio, meta}
 local function remove_job(job_key, ns, qname, id, q, final, now)
-    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K', 'g', 'h')
+    local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K', 'g', 'h', 'w')
     local state, tries, group = f[1], tonumber(f[2]), f[6]
     if not state or is_record(state) then
         return 0
@@ -843,5 +851,5 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
         redis.call('LREM', q.dead, -1, pack_element(tries, id))
     end
     finish(job_key, id, final or 'C', now, nil, f[5], f[4], group)
-    return 1
+    return 1, f[8]
 end

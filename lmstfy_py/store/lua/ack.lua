@@ -5,10 +5,20 @@
 -- KEYS[1] timer zset  KEYS[2] ready list  KEYS[3] dead list  KEYS[4] priority set  KEYS[5] meta
 -- KEYS[6..] job hashes
 -- ARGV[1] namespace  ARGV[2] queue  ARGV[3..] job ids, in the order of KEYS[6..]
--- Returns how many of the jobs existed (an id given twice counts once).
+-- Returns how many of the jobs existed (an id given twice counts once); when some of those it
+-- removed had a sampled trace (SPEC 15), {that count, {id, field w, ...} of each}: an untraced
+-- ACK's reply stays one integer.
 local q = {timer = KEYS[1], ready = KEYS[2], dead = KEYS[3], prio = KEYS[4], meta = KEYS[5]}
-local found = 0
+local found, traced = 0, {}
 for i = 6, #KEYS do
-    found = found + remove_job(KEYS[i], ARGV[1], ARGV[2], ARGV[i - 3], q)
+    local removed, trace = remove_job(KEYS[i], ARGV[1], ARGV[2], ARGV[i - 3], q)
+    found = found + removed
+    if trace then
+        traced[#traced + 1] = ARGV[i - 3]
+        traced[#traced + 1] = trace
+    end
 end
-return found
+if #traced == 0 then
+    return found
+end
+return {found, traced}

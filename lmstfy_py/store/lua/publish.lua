@@ -2,25 +2,26 @@
 -- KEYS[1] job hash  KEYS[2] timer zset  KEYS[3] queue registry set  KEYS[4] tombstone of the id
 -- KEYS[5..8] the queue's ready list, priority set, wake list, meta hash  KEYS[9] dead list
 -- KEYS[10] the queue's settings hash  KEYS[11..] republish only: the hash of the job it replaces
--- ARGV[1] job data: msgpack [body, attributes]  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
+-- ARGV[1] job data (store/jobdata.py)  ARGV[2] ttl ms (0 = forever)  ARGV[3] due ms (0 = ready now)
 -- ARGV[4] tries  ARGV[5] namespace  ARGV[6] queue  ARGV[7] job id
 -- ARGV[8] created ms to keep in the job, 0 when its id tells (one the engine made: field c left out)
 -- ARGV[9] priority  ARGV[10] unique_for ms (0 = none)  ARGV[11] backoff "base:max" ("" = fixed)
 -- ARGV[12] keep s of its record once it ended ("" = the queue's keep setting)
 -- ARGV[13] its group ("" = none; SPEC 14)
--- ARGV[14..] id of the job it replaces (republish only; it ends completed)
+-- ARGV[14] traceparent and tracestate for field w ("" = none: kept only for a sampled trace; SPEC 15)
+-- ARGV[15..] id of the job it replaces (republish only; it ends completed)
 -- Returns 1 (2: it has a keep and a ttl, which the pump ends, see _lib.lua's set_ttl), or 0 when
 -- a job with this id is alive in the queue or its id is still taken (unique_for): nothing is
 -- created, and a retried call does nothing twice.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
 if #KEYS == 11 then
-    remove_job(KEYS[11], ns, qname, ARGV[14], q)
+    remove_job(KEYS[11], ns, qname, ARGV[15], q)
 end
 local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2], settings = KEYS[10]}
 local new = {
     data = ARGV[1], ttl = tonumber(ARGV[2]), due = tonumber(ARGV[3]), tries = tonumber(ARGV[4]),
     created = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
-    keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil,
+    keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil, trace = ARGV[14] ~= '' and ARGV[14] or nil,
 }
 return create_job(j, q, ns, qname, id, new)

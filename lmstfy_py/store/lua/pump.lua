@@ -17,13 +17,14 @@
 -- ARGV[10..] waiters, each as: ttr deadline ms, most jobs, "1" to keep the tries, how many
 -- queues, the queue names (their keys in KEYS, in the same order)
 -- Queue keys are built from those prefixes: they share KEYS[1]'s hash tag, so the same slot.
--- Returns {moved to ready, moved to dead, next due ms or -1 when the timer is empty, handed},
--- handed: per waiter what reserve.lua answers (seven fields per job; empty for none).
+-- Returns {moved to ready, moved to dead, next due ms or -1 when the timer is empty, handed, died},
+-- handed: per waiter what reserve.lua answers (seven fields per job; empty for none); died: queue,
+-- id and field w of each job that died here with a sampled trace (SPEC 15).
 local timer, now = KEYS[1], tonumber(ARGV[1])
 local job_prefix, ready_prefix, dead_prefix, wake_prefix, prio_prefix, meta_prefix =
     ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local due = redis.call('ZRANGEBYSCORE', timer, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local to_ready, to_dead = 0, 0
+local to_ready, to_dead, died = 0, 0, {}
 
 -- An expiry member's job ends as expired, when it is still the job whose ttl passed: alive, with
 -- no more than its keep (and a grouped job's grace) left to live (a respawn with no ttl made it
@@ -63,7 +64,7 @@ for at = 1, #due, 2 do
     elseif moved then
         undelayed(meta, score)
     end
-    local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a', 'g', 'h') or {}
+    local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a', 'g', 'h', 'w') or {}
     -- A record is not this member's job: the member outlived its job (ttl), whose id's next job ended.
     if fields[1] and not is_record(fields[1]) then
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0
@@ -75,6 +76,11 @@ for at = 1, #due, 2 do
             push_dead(job, dead_prefix .. qname, id, 'ttr passed with no tries left', now)
             event(job, 'dead', 'ttr passed with no tries left')
             to_dead = to_dead + 1
+            if fields[7] then
+                died[#died + 1] = qname
+                died[#died + 1] = id
+                died[#died + 1] = fields[7]
+            end
         elseif later > 0 then
             push_delayed(job, timer, meta, ns, qname, tries, id, now + later)
             if group then
@@ -114,4 +120,4 @@ end
 
 -- After the handover: its reservations are on the timer too.
 local head = redis.call('ZRANGE', timer, 0, 0, 'WITHSCORES')
-return {to_ready, to_dead, tonumber(head[2]) or -1, handed}
+return {to_ready, to_dead, tonumber(head[2]) or -1, handed, died}

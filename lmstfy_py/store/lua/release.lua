@@ -9,11 +9,12 @@
 -- list, meta hash  KEYS[7] dead list
 -- ARGV[1] namespace  ARGV[2] queue  ARGV[3] job id  ARGV[4] now ms  ARGV[5] delay ms ("" = its
 -- backoff)  ARGV[6] reason ("" = none)  ARGV[7] "1" = untried
--- Returns {"released", due ms, remaining tries}, {"buried"}, {"missing"} or {"not reserved"}.
+-- Returns {"released", due ms, remaining tries, field w}, {"buried", 0, 0, field w}, {"missing"} or
+-- {"not reserved"} (field w: a sampled trace, SPEC 15; false without).
 local job, timer = KEYS[1], KEYS[2]
 local q = {ready = KEYS[3], prio = KEYS[4], wake = KEYS[5], meta = KEYS[6]}
 local ns, qname, id, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local tries, refusal, group = reserved_tries(job)
+local tries, refusal, group, trace = reserved_tries(job)
 if not tries then
     return refusal
 end
@@ -36,7 +37,7 @@ if tries == 0 then
         fc().slot_freed(q.meta, group)
     end
     event(job, 'buried', redis.call('HGET', job, 'e') or '')
-    return {'buried'}
+    return {'buried', 0, 0, trace}
 end
 local delay = tonumber(ARGV[5]) or (untried and 0) or backoff_ms(f[2], tonumber(f[3]) or 1)
 if delay > 0 then
@@ -51,4 +52,4 @@ else
     end
 end
 event(job, 'released', ARGV[6])
-return {'released', now + delay, tries}
+return {'released', now + delay, tries, trace}

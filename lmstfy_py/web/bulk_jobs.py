@@ -1,0 +1,137 @@
+"""A bulk publish's jobs (PUT .../bulk): lmstfy's array of data, or beyond lmstfy (SPEC 15) the object
+form `{"jobs":[{"data":V,"traceparent":"...","tracestate":"...","group":"..."}]}`.
+
+The array gives every job the request's options (query) and trace context (headers). In the object
+form each job's own fields win over them: a job's "traceparent" and "tracestate" replace the
+headers' (the pair is then checked as a publish's headers are: an invalid traceparent is ignored),
+its "group" the query's. `data` is kept as the exact JSON text of its value, as an array's element.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from starlette.datastructures import Headers
+
+from lmstfy_py import ids
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.types import NewJob, TraceContext
+from lmstfy_py.web import params, trace_params
+
+NOT_AN_ARRAY = "request body should be an array of objects"
+BAD_JOB = 'each of "jobs" should be an object with "data"'
+_JOB_FIELDS = frozenset(("data", "traceparent", "tracestate", "group"))
+
+
+def bulk_jobs(raw: bytes, options: params.PublishOptions, headers: Headers) -> list[NewJob]:
+    """The bulk's jobs, one per element, named by the query's job_id list when it has one."""
+    text = raw.decode("utf-8", "surrogateescape")  # as params.bulk_bodies: bytes that are not UTF-8 kept
+    entries = _object_form(text) if text.lstrip(params.JSON_SPACE).startswith("{") else None
+    count = len(entries) if entries is not None else 0
+    bodies = params.bulk_bodies(raw) if entries is None else []
+    count = count or len(bodies)
+    if options.job_ids and len(options.job_ids) != count:
+        raise InvalidParameter("job_id should name one id per job of the bulk")
+    attributes, trace = params.attributes(headers), trace_params.from_headers(headers)
+    chosen = options.job_ids or (None,) * count
+    if entries is None:
+        return [options.job(body, attributes, job_id, trace) for body, job_id in zip(bodies, chosen, strict=True)]
+    return [_job(entry, options, attributes, headers, job_id) for entry, job_id in zip(entries, chosen, strict=True)]
+
+
+def _object_form(text: str) -> list[dict[str, str]]:
+    """The members of each of "jobs", as raw JSON texts."""
+    try:
+        top = _members(text)
+        if set(top) != {"jobs"}:
+            raise ValueError("not the object form")
+        elements = params.split_json_array(top["jobs"])
+    except (ValueError, RecursionError) as exc:
+        raise InvalidParameter(NOT_AN_ARRAY) from exc
+    if not elements:
+        raise InvalidParameter("no jobs")
+    if len(elements) > params.MAX_BULK_JOBS:
+        raise InvalidParameter("too many jobs")
+    return [_entry(element) for element in elements]
+
+
+def _entry(element: str) -> dict[str, str]:
+    try:
+        members = _members(element)
+    except ValueError as exc:
+        raise InvalidParameter(BAD_JOB) from exc
+    if "data" not in members:
+        raise InvalidParameter(BAD_JOB)
+    unknown = sorted(set(members) - _JOB_FIELDS)
+    if unknown:
+        raise InvalidParameter(f"unknown field {json.dumps(unknown[0])} in a job")
+    return members
+
+
+def _job(
+    entry: dict[str, str],
+    options: params.PublishOptions,
+    attributes: dict[str, str] | None,
+    headers: Headers,
+    job_id: str | None,
+) -> NewJob:
+    job = options.job(entry["data"].encode("utf-8", "surrogateescape"), attributes, job_id, _trace(entry, headers))
+    group = _text(entry, "group")
+    if group is None:
+        return job
+    if not ids.is_acceptable(group):
+        raise InvalidParameter("invalid group")
+    return replace(job, group=group)
+
+
+def _trace(entry: dict[str, str], headers: Headers) -> TraceContext | None:
+    traceparent, tracestate = _text(entry, "traceparent"), _text(entry, "tracestate")
+    if traceparent is None and tracestate is None:
+        return trace_params.from_headers(headers)
+    if traceparent is None:
+        traceparent = headers.get("traceparent")
+    return trace_params.trace_context(
+        traceparent, trace_params.tracestate_of(headers) if tracestate is None else tracestate
+    )
+
+
+def _text(entry: dict[str, str], name: str) -> str | None:
+    """A job's string field; null or absent: None."""
+    raw = entry.get(name)
+    value: Any = None if raw is None else json.loads(raw)
+    if value is not None and not isinstance(value, str):
+        raise InvalidParameter(f"{name} should be a string")
+    return value
+
+
+def _members(text: str) -> dict[str, str]:
+    """A JSON object's members, each value as its exact text; ValueError unless `text` is one object."""
+    at = params.skip_space(text, 0)
+    if not text.startswith("{", at):
+        raise ValueError("not an object")
+    members: dict[str, str] = {}
+    at = params.skip_space(text, at + 1)
+    if text.startswith("}", at):
+        return _end_of_object(text, at, members)
+    while True:
+        name, at = params.DECODER.raw_decode(text, at)
+        at = params.skip_space(text, at)
+        if not isinstance(name, str) or not text.startswith(":", at):
+            raise ValueError("expected a name and ':'")
+        start = params.skip_space(text, at + 1)
+        _, end = params.DECODER.raw_decode(text, start)
+        members[name] = text[start:end]
+        at = params.skip_space(text, end)
+        if text.startswith("}", at):
+            return _end_of_object(text, at, members)
+        if not text.startswith(",", at):
+            raise ValueError("expected ',' or '}'")
+        at = params.skip_space(text, at + 1)
+
+
+def _end_of_object(text: str, at: int, members: dict[str, str]) -> dict[str, str]:
+    if params.skip_space(text, at + 1) != len(text):
+        raise ValueError("data after the object")
+    return members

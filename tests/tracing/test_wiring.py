@@ -1,0 +1,64 @@
+"""How the export is switched on (SPEC 15): `[tracing]` and `--otlp-endpoint`, the start without the
+[otel] extra, and a server without the option that never imports OpenTelemetry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmstfy_py.config import ConfigError, TracingConfig, load_config
+
+
+def test_tracing_section_and_flag(tmp_path: Path) -> None:
+    assert load_config(None).tracing == TracingConfig(None, "lmstfy-py")
+    path = tmp_path / "c.toml"
+    path.write_text('[tracing]\notlp_endpoint = "http://collector:4318"\nservice_name = "queue-eu"\n')
+    assert load_config(path).tracing == TracingConfig("http://collector:4318", "queue-eu")
+    flagged = load_config(path, otlp_endpoint="https://other:4318/base")
+    assert flagged.tracing == TracingConfig("https://other:4318/base", "queue-eu")
+
+
+@pytest.mark.parametrize("endpoint", ["collector:4318", "ftp://collector", "http://", "http://c:4318/?a=b", ""])
+def test_a_bad_endpoint_is_refused_naming_the_flag(endpoint: str) -> None:
+    with pytest.raises(ConfigError, match="--otlp-endpoint: "):
+        load_config(None, otlp_endpoint=endpoint)
+
+
+def test_without_the_extra_the_start_stops_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What `serve --otlp-endpoint` prints (cli.py: `lmstfy-py: error: ` and the ConfigError, exit 2)."""
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # what an interpreter without it sees
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, otlp_endpoint="http://c:4318")
+    assert str(refused.value) == (
+        "command line: --otlp-endpoint: exporting spans needs the [otel] extra: pip install 'lmstfy-py[otel]'"
+    )
+
+
+def test_without_an_endpoint_nothing_of_the_export_is_imported(redis_url: str) -> None:
+    """A Runtime started and stopped with every server module imported loads none of the tracing SDK,
+    OTLP's messages or the export's own modules (test_export.py's Runtime with an endpoint does).
+    redis-py >= 7 itself imports opentelemetry-api and the metrics SDK when they are installed, for
+    its own optional metrics: not ours to prevent; without the extra they are absent."""
+    script = f"""
+import asyncio, sys
+import lmstfy_py.cli, lmstfy_py.server, lmstfy_py.tracing, lmstfy_py.web, lmstfy_py.worker
+from lmstfy_py.config import Config, PoolConfig
+from lmstfy_py.runtime import Runtime
+
+EXPORT = ("opentelemetry.sdk.trace", "opentelemetry.exporter", "opentelemetry.proto", "lmstfy_py.tracing.")
+
+def loaded():
+    return sorted(name for name in sys.modules if name.startswith(EXPORT))
+
+async def main():
+    config = Config(pools={{"default": PoolConfig("default", url={redis_url!r})}})
+    async with Runtime.running(config):
+        print(loaded())
+
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["[]"]

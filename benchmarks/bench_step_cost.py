@@ -4,7 +4,10 @@ consumes that each reserve one job and ACK it, through an Engine of the code it 
 a redis-server of its own. No HTTP: the Lua steps' own cost, for an A/B of two worktrees run
 alternately (each from its root, PYTHONPATH=.), as docs/PERFORMANCE.md's issue-28 part does.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_step_cost.py LABEL [--jobs 20000]
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_step_cost.py LABEL [--jobs 20000] [--traced]
+
+`--traced` publishes every job with a sampled W3C trace context (SPEC 15): what a traced job's
+steps cost Redis against a plain job's.
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.store import pools
 from lmstfy_py.store.engine import Engine
-from lmstfy_py.types import NewJob
+from lmstfy_py.types import NewJob, TraceContext
 
 NS, QUEUE, TASKS = "bench", "q", 32
+SAMPLED = TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "rojo=00f067aa0ba902b7")
 
 
 async def phase(engine: Engine, jobs: int, work: Callable[[], Awaitable[None]]) -> str:
@@ -56,11 +60,11 @@ async def engine_on_own_redis() -> AsyncIterator[Engine]:
             redis.stop()
 
 
-async def run(label: str, jobs: int) -> None:
+async def run(label: str, jobs: int, trace: TraceContext | None) -> None:
     async with engine_on_own_redis() as engine:
 
         async def publish() -> None:
-            await engine.publish(NS, QUEUE, NewJob(b"x" * 100))
+            await engine.publish(NS, QUEUE, NewJob(b"x" * 100, trace=trace))
 
         async def consume_ack() -> None:
             [job] = await engine.consume(NS, [QUEUE], 60_000, 0, 1)
@@ -74,8 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("label")
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--traced", action="store_true", help="every job with a sampled trace context")
     args = parser.parse_args()
-    asyncio.run(run(args.label, args.jobs))
+    asyncio.run(run(args.label, args.jobs, SAMPLED if args.traced else None))
 
 
 if __name__ == "__main__":

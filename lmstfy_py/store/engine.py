@@ -48,7 +48,7 @@ from lmstfy_py.store.engine_base import (
 from lmstfy_py.store.events import EventOps
 from lmstfy_py.store.flow import FlowOps
 from lmstfy_py.store.handover import Mailbox
-from lmstfy_py.store.jobdata import decode_data, encode_data, trace_field
+from lmstfy_py.store.jobdata import decode_data, encode_data, stored_trace, trace_field
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
@@ -110,13 +110,17 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         earliest = min((now + job.delay_ms for job in jobs if job.delay_ms > 0), default=0)
         start_ns = time.time_ns()
         replies = await run_pipeline(self.script_client, calls, [index_due(ns, earliest)] if earliest else [])
-        created = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
+        outcomes = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
+        created = [outcome.status > 0 for outcome in outcomes]
+        if replaces:  # its ACK, in the same step
+            acked = [(queue, replaces, stored_trace(o.replaced)) for o in outcomes if o.replaced is not None]
+            self.traced("ack", ns, start_ns, acked)
         made = [(queue, job_id, job.trace) for job, job_id, c in zip(jobs, job_ids, created, strict=True) if c]
         self.traced("publish", ns, start_ns, made)
         if earliest:
             self.timers.scheduled(earliest)
         # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
-        expiries = [now + job.ttl_ms for job, reply in zip(jobs, replies, strict=False) if reply == 2]
+        expiries = [now + job.ttl_ms for job, outcome in zip(jobs, outcomes, strict=True) if outcome.status == 2]
         if expiries:
             await self._scheduled(ns, min(expiries))
         self.observer.published(self.pool, ns, queue, [j for j, c in zip(jobs, created, strict=True) if c], replaces)

@@ -48,7 +48,16 @@ class PublishArgs(NamedTuple):
     replaces: tuple[str, ...]
 
 
-PUBLISH = store_step("publish", PublishKeys, PublishArgs, bool)
+class Made(NamedTuple):
+    status: int  # 1 created, 2 created with a keep and a ttl (the pump ends it), 0 not created
+    replaced: bytes | None  # field w of the job a republish replaced, when its trace is sampled
+
+
+def _made(reply: int | list[Any]) -> Made:
+    return Made(reply, None) if isinstance(reply, int) else Made(int(reply[0]), reply[1])
+
+
+PUBLISH = store_step("publish", PublishKeys, PublishArgs, _made)
 
 
 class ReserveKeys(NamedTuple):

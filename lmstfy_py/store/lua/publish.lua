@@ -12,11 +12,13 @@
 -- ARGV[15..] id of the job it replaces (republish only; it ends completed)
 -- Returns 1 (2: it has a keep and a ttl, which the pump ends, see _lib.lua's set_ttl), or 0 when
 -- a job with this id is alive in the queue or its id is still taken (unique_for): nothing is
--- created, and a retried call does nothing twice.
+-- created, and a retried call does nothing twice. When the job it replaced had a sampled trace
+-- (SPEC 15): {that number, the replaced job's field w}.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
+local replaced -- the replaced job's field w
 if #KEYS == 11 then
-    remove_job(KEYS[11], ns, qname, ARGV[15], q)
+    replaced = select(2, remove_job(KEYS[11], ns, qname, ARGV[15], q))
 end
 local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2], settings = KEYS[10]}
 local new = {
@@ -24,4 +26,8 @@ local new = {
     created = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
     keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil, trace = ARGV[14] ~= '' and ARGV[14] or nil,
 }
-return create_job(j, q, ns, qname, id, new)
+local made = create_job(j, q, ns, qname, id, new)
+if replaced then
+    return {made, replaced}
+end
+return made

@@ -30,7 +30,6 @@ NS = "bench-scopes"
 SCOPED = {"scope": "publish,consume,read", "queues": "q*"}
 SIDES = ("unrestricted", "scoped")
 SCENARIOS = ("publish", "consume_ack")
-SETTLE_S = 1.0  # between runs: the last run's queue deleted, its connections closed
 
 
 def create_token(admin: str, grant: dict[str, str]) -> str:
@@ -47,7 +46,7 @@ async def run_one(t: bench.Target, meter: bench.Meter, scenario: str) -> bench.R
     return await bench.measure(scenario, meter, [bench.consumer(t, queue) for _ in range(t.clients)], t.duration)
 
 
-def check_costs(calls: int = 200_000) -> None:
+def check_costs(calls: int) -> None:
     """The grant check alone, in this process (web/target.py's condition): ns per request."""
     scoped = grants.parse(SCOPED["scope"], SCOPED["queues"])
     names = [f"q-{n}" for n in range(calls)]
@@ -69,7 +68,7 @@ def cpu_us(result: bench.Result) -> float:
 
 
 async def run(args: argparse.Namespace, server: Server) -> None:
-    check_costs()
+    check_costs(args.check_calls)
     tokens = {"unrestricted": create_token(server.admin_url, {}), "scoped": create_token(server.admin_url, SCOPED)}
     meter = meter_of(server)
     rates: dict[tuple[str, str], list[float]] = {(s, n): [] for s in SIDES for n in SCENARIOS}
@@ -84,7 +83,7 @@ async def run(args: argparse.Namespace, server: Server) -> None:
                 cpu[side, scenario].append(cpu_us(result))
                 print(f"  {side:<12} {bench.line_of(result)}  server µs/req {cpu_us(result):.0f}", flush=True)
                 httpx.delete(f"{server.data_url}/api/{NS}/q-{scenario}", params={"token": tokens["unrestricted"]})
-                await asyncio.sleep(SETTLE_S)
+                await asyncio.sleep(args.settle)  # the last run's queue deleted, its connections closed
     for scenario in SCENARIOS:
         base, scoped = (statistics.median(rates[s, scenario]) for s in SIDES)
         base_cpu, scoped_cpu = (statistics.median(cpu[s, scenario]) for s in SIDES)
@@ -102,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each side (alternated)")
     parser.add_argument("--duration", type=float, default=6.0, help="seconds of load per scenario and side")
     parser.add_argument("--clients", type=int, default=32, help="connections")
+    parser.add_argument("--settle", type=float, default=1.0, help="rest between runs, seconds")
+    parser.add_argument("--check-calls", type=int, default=200_000, help="timeit calls of the grant check alone")
     parser.add_argument("--http-server", choices=["hypercorn", "uvicorn"], help="the server's (default: its own)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as workdir:

@@ -171,7 +171,9 @@ def run_tree(script: str, tree: str, redis: Any, args: argparse.Namespace, load:
     ]
     root = str(Path(tree).resolve())
     env = dict(os.environ, PYTHONPATH=_import_path(root))
-    out = subprocess.run([*command, *(["--load"] if load else [])], env=env, cwd=root, check=True, capture_output=True)
+    out = subprocess.run([*command, *(["--load"] if load else [])], env=env, cwd=root, check=False, capture_output=True)
+    if out.returncode != 0:  # the child's own words, not only its exit status
+        sys.exit(f"{script} --child failed (exit {out.returncode}):\n{out.stderr.decode()}")
     return dict(json.loads(out.stdout.decode().strip().splitlines()[-1]))
 
 

@@ -139,7 +139,7 @@ def _wrap_hand_over(handed: dict[str, dict[str, Any]]) -> None:
 
     hand_over = namespace_ops.NamespaceOps._hand_over
 
-    async def timed_hand_over(self: Any, ns: str, waiters: Any, reserved_lists: Any) -> None:
+    async def timed_hand_over(self: Any, ns: str, waiters: Any, reserved_lists: Any, *rest: Any) -> None:
         call = _in_pump.get()
         if call is not None:
             stamp = dict(call, resumed=time.time() * 1000, step=call)
@@ -148,7 +148,7 @@ def _wrap_hand_over(handed: dict[str, dict[str, Any]]) -> None:
                     handed[bytes(r.job_id).decode()] = stamp
             for key in ("sent", "flushed", "read", "ahead"):
                 call.pop(key, None)  # the next pump call of this step stamps its own
-        await hand_over(self, ns, waiters, reserved_lists)
+        await hand_over(self, ns, waiters, reserved_lists, *rest)
 
     namespace_ops.NamespaceOps._hand_over = timed_hand_over  # type: ignore[method-assign]
 

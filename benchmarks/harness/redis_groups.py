@@ -30,7 +30,7 @@ from benchmarks.harness.redis_servers import (
     _cluster_info,
     free_cluster_port,
 )
-from lmstfy_py.store.embedded import free_port, spawn_redis, stop_process
+from lmstfy_py.store.embedded import EmbeddedRedisError, free_port, spawn_redis, stop_process
 
 MASTER_NAME = "lmstfy"
 DATA_PASSWORD = "data-secret"
@@ -298,6 +298,18 @@ class _ReplicatedMember(RedisProcess):
         with self.client() as conn:
             return str(conn.execute_command("CLUSTER", "MYID").decode())
 
+    def first_start(self, attempts: int = 3) -> None:
+        """The first start, on another free port when another process bound the one picked (or its
+        bus port) meanwhile: a restart (`start`) keeps its port, for the cluster knows it."""
+        for attempt in range(attempts):
+            try:
+                self.start()
+                return
+            except EmbeddedRedisError as refused:
+                if "Failed listening" not in str(refused) or attempt == attempts - 1:
+                    raise
+                self.port = free_cluster_port()
+
 
 class ReplicatedCluster:
     """Three masters splitting the slots, each with one replica (cluster-node-timeout
@@ -316,7 +328,7 @@ class ReplicatedCluster:
 
     def start(self) -> None:
         for node in self.nodes:
-            node.start()
+            node.first_start()
         masters, replicas = self.nodes[: self.MASTERS], self.nodes[self.MASTERS :]
         share = -(-CLUSTER_SLOTS // self.MASTERS)
         for i, master in enumerate(masters):

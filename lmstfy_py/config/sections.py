@@ -294,9 +294,8 @@ def read_tracing(reader: Reader, base: TracingConfig) -> TracingConfig:
         return tracing
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        reader.fail(
-            "otlp_endpoint", f'expected an http:// or https:// URL like "http://collector:4318", got "{endpoint}"'
-        )
+        # The value is not repeated: a URL may hold credentials, which no message shows.
+        reader.fail("otlp_endpoint", 'expected an http:// or https:// URL like "http://collector:4318"')
     if not all(installed(module) for module in OTEL_MODULES):
         reader.fail("otlp_endpoint", "exporting spans needs the [otel] extra: pip install 'lmstfy-py[otel]'")
     return tracing

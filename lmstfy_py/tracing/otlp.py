@@ -29,6 +29,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 
+from lmstfy_py.push import shown
+
 log = logging.getLogger(__name__)
 
 HEADERS = {"Content-Type": "application/x-protobuf"}
@@ -84,6 +86,8 @@ class OtlpHttpExporter(SpanExporter):
 
     def __init__(self, url: str, service_name: str, scope: tuple[str, str], timeout: float) -> None:
         self.url, self.timeout = url, timeout
+        self.shown_url = shown.endpoint(url)  # what logs may say: credentials in a URL are secrets
+        self.failing = False  # one log line when the collector stops answering, one when it is back
         self.resource = Resource(attributes=_key_values({"service.name": service_name}))
         self.scope = InstrumentationScope(name=scope[0], version=scope[1])
 
@@ -93,6 +97,9 @@ class OtlpHttpExporter(SpanExporter):
         while (left := deadline - time.monotonic()) > 0:
             status = self._post(body, left)
             if 200 <= status < 300:
+                if self.failing:
+                    self.failing = False
+                    log.warning("tracing: the collector at %s answers again", self.shown_url)
                 return SpanExportResult.SUCCESS
             if status not in RETRYABLE or deadline - time.monotonic() < RETRY_AFTER_S:
                 break
@@ -106,8 +113,15 @@ class OtlpHttpExporter(SpanExporter):
             with urllib.request.urlopen(request, timeout=timeout) as answer:  # http(s) only: config
                 return int(answer.status)
         except urllib.error.HTTPError as error:
-            log.warning("tracing: the collector answered %d to a batch of %d bytes", error.code, len(body))
+            self._failed(f"answered {error.code} to a batch of {len(body)} bytes")
             return error.code
         except (OSError, ValueError) as error:
-            log.warning("tracing: the collector at %s did not answer: %s", self.url, error)
+            self._failed(f"did not answer: {type(error).__name__}")
             return 0
+
+    def _failed(self, what: str) -> None:
+        # Once per outage: a dead collector fails every batch, and the dropped spans are counted
+        # (lmstfy_otlp_spans_dropped_total), so a line each time would only flood the log.
+        if not self.failing:
+            self.failing = True
+            log.warning("tracing: the collector at %s %s; spans are dropped until it answers", self.shown_url, what)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.harness.lmstfy_servers import Server, ServerError
+from benchmarks.harness.redis_groups import _ReplicatedMember
 
 
 def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restart_does_not(tmp_path: Path) -> None:
@@ -27,3 +28,18 @@ def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restar
                 server.start()
         finally:
             server.kill() if server.running else None
+
+
+def test_a_cluster_node_whose_port_was_taken_meanwhile_starts_on_another(tmp_path: Path) -> None:
+    """A replicated cluster's node picks its port (and its bus port, +10000) free, then starts: a
+    CI run's failover test failed at setup when another process bound it in between."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        node = _ReplicatedMember(tmp_path / "node")
+        node.port = taken.getsockname()[1]
+        try:
+            node.first_start()
+            assert node.running and node.port != taken.getsockname()[1]
+        finally:
+            node.kill()

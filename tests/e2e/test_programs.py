@@ -39,6 +39,8 @@ RUN_BY = {
     "benchmarks/bench_event_streams.py": "tests/e2e/test_programs.py::test_bench_event_streams",
     "benchmarks/bench_cron.py": "tests/e2e/test_programs.py::test_bench_cron",
     "benchmarks/bench_flow.py": "tests/e2e/test_programs.py::test_bench_flow",
+    "benchmarks/bench_scopes.py": "tests/e2e/test_programs.py::test_bench_scopes",
+    "benchmarks/bench_tracing.py": "tests/e2e/test_programs.py::test_bench_tracing",
     "benchmarks/bench_push.py": "tests/e2e/test_programs.py::test_bench_push",
     "benchmarks/bench_redis_client.py": "tests/e2e/test_programs.py::test_bench_redis_client",
     "benchmarks/publish_path.py": "tests/e2e/test_programs.py::test_publish_path",
@@ -187,6 +189,24 @@ def test_bench_push() -> None:
     out = ok(run("benchmarks/bench_push.py", *args))
     assert re.search(r"round 1: [\d,]+ deliveries/s \(200 in [\d.]+ s\); CPU per delivery: server \d+ us", out), out
     assert re.search(r"idle: server [\d.]+% of a core without push groups, [\d.]+% with 3 idle groups", out), out
+
+
+def test_bench_scopes() -> None:
+    args = ["--rounds", "1", "--duration", "0.2", "--clients", "2", "--settle", "0", "--check-calls", "1000"]
+    out = ok(run("benchmarks/bench_scopes.py", *args))
+    assert re.search(r"^grant check per request: unrestricted \d+ ns, scoped, queue seen before \d+ ns", out, re.M), out
+    for scenario in ("publish", "consume_ack"):
+        assert re.search(rf"^{scenario}: median .* server CPU .* µs/req: ratio [\d.]+", out, re.M), out
+
+
+def test_bench_tracing() -> None:
+    args = ["--rounds", "1", "--duration", "0.2", "--clients", "2", "--settle", "0"]
+    out = ok(run("benchmarks/bench_tracing.py", *args))
+    for case in ("export/sampled publish", "export/unsampled consume+ACK", "dead/sampled publish"):
+        assert re.search(rf"^  {re.escape(case)} +req/s [\d.]+  cpu [\d.]+  p99 [\d.]+$", out, re.M), out
+    assert re.search(r"^dead collector: lmstfy_otlp_spans_dropped_total [\d,]+$", out, re.M), out
+    spans = re.search(r"^receiver: ([\d,]+) spans decoded$", out, re.M)
+    assert spans and int(spans.group(1).replace(",", "")) > 0, out  # the sampled cases' spans arrived
 
 
 def test_bench_flow() -> None:

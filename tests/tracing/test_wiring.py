@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -62,3 +64,25 @@ asyncio.run(main())
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.splitlines() == ["[]"]
+
+
+def test_a_bad_endpoint_is_refused_without_repeating_its_credentials() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, otlp_endpoint="ftp://user:s3cret@collector:4318")
+    assert "s3cret" not in str(refused.value)
+    assert "--otlp-endpoint: expected an http:// or https:// URL" in str(refused.value)
+
+
+def test_a_dead_collector_is_logged_once_and_without_its_credentials(caplog: pytest.LogCaptureFixture) -> None:
+    from lmstfy_py.tracing.otlp import OtlpHttpExporter
+
+    with socket.socket() as closed:  # a port nothing listens on: each POST is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    exporter = OtlpHttpExporter(f"http://user:s3cret@127.0.0.1:{port}/v1/traces", "svc", ("lmstfy", "1"), 0.5)
+    with caplog.at_level(logging.WARNING, logger="lmstfy_py.tracing.otlp"):
+        for _ in range(3):
+            exporter.export([])
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 1, lines
+    assert "s3cret" not in lines[0] and "did not answer" in lines[0] and f"127.0.0.1:{port}" in lines[0]

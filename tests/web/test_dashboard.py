@@ -25,7 +25,7 @@ from lmstfy_py.admin.rates import EXPIRE_S, RateCounter, Rates, RateStore
 from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.schedules import Schedule
-from lmstfy_py.types import Backoff, NewJob, SettingsChange
+from lmstfy_py.types import Backoff, NewJob, SettingsChange, TraceContext
 from lmstfy_py.web import create_admin_app
 from lmstfy_py.web.dashboard import charts, display
 from lmstfy_py.web.dashboard import cron as cron_page
@@ -758,3 +758,22 @@ async def test_a_delayed_job_looked_up_is_promoted_from_the_page(admin: httpx.As
     assert again.status_code == 409 and 'id="error-message">job is not delayed<' in again.text
     bad = await post(admin, "/ui/queue/ns/q/promote", {"csrf": token, "job_id": "bad id"})
     assert bad.status_code == 400 and 'id="error-message">invalid job id<' in bad.text
+
+
+async def test_a_jobs_trace_context_is_shown_on_its_page_and_in_the_dead_letter(
+    admin: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    """SPEC 15: an operator finds the trace of a job (its trace id, to look it up in a tracing UI)."""
+    engine = runtime.pools.get("default")
+    trace = TraceContext(f"00-{'ab' * 16}-{'cd' * 8}-01", "vendor=x")
+    traced = (await engine.publish("ns", "q", NewJob(b"t", trace=trace))).job_id
+    plain = (await engine.publish("ns", "q", NewJob(b"p"))).job_id
+    page = (await admin.get("/ui/queue/ns/q", params={"job_id": traced})).text
+    assert f"data-job-trace><code>{'ab' * 16}</code>" in page and f"parent {'cd' * 8}, sampled" in page
+    assert "tracestate <code>vendor=x</code>" in page
+    assert "data-job-trace>\u2013<" in (await admin.get("/ui/queue/ns/q", params={"job_id": plain})).text
+    for _ in range(2):
+        await engine.consume("ns", ["q"], ttr_ms=60_000, timeout_ms=0, count=1)
+    await engine.bury("ns", "q", traced, "boom")
+    dead = (await admin.get("/ui/deadletter/ns/q")).text
+    assert f"data-job-trace><code>{'ab' * 16}</code>" in dead

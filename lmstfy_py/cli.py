@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import click
 
+import lmstfy_py.redis_import  # noqa: F401  # first: redis-py without OpenTelemetry (see there)
 from lmstfy_py import SKIP_TOKEN_CHECK_WARNING, __version__, build_info, logs
 from lmstfy_py.config import LOG_LEVELS, Config, ConfigError, load_config
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError

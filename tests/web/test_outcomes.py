@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 
-from tests.web.conftest import Api, MakeToken, auth
+from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import keys
+from tests.web.conftest import Api, MakeToken, auth, wait_for
 
 MAX_KEEP = 2592000
 BIG = b"x" * ((1 << 20) + 1)
@@ -221,17 +223,24 @@ async def test_result_of_a_live_job_is_202_and_of_an_ended_one_200(api: Api) -> 
     assert refusal(await result(api, "nosuchjob")) == (404, {"error": "job not found"})
 
 
-async def test_a_waiting_result_answers_at_the_end_even_with_keep_0(api: Api) -> None:
+async def test_a_waiting_result_answers_at_the_end_even_with_keep_0(api: Api, runtime: Runtime) -> None:
     job_id = await reserved(api, keep=0)
     waiter = asyncio.create_task(result(api, job_id, wait=10))
-    await asyncio.sleep(0.3)  # the waiter is in place
+    # In place once counted among the job's waiters (a fixed sleep let a loaded machine end the job
+    # first, and with keep 0 a late waiter finds nothing: SPEC 13 promises the end to those present).
+    redis, waiters = runtime.pools.get("default").redis, keys.waiters("ns", "q", job_id)
+    await wait_for(lambda: _counted(redis, waiters), timeout=10)
     assert not waiter.done()
     started = time.monotonic()
     await complete(api, job_id, b"late")
     response = await waiter
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # at the end, not at the wait's 10 s
     assert (response.status_code, response.json()["state"]) == (200, "completed")
     assert base64.b64decode(response.json()["result"]) == b"late"
+
+
+async def _counted(redis: Any, waiters: str) -> bool:
+    return int(await redis.get(waiters) or 0) >= 1
 
 
 async def test_a_result_wait_ends_with_202_when_nothing_ended(api: Api) -> None:

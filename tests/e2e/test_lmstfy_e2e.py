@@ -73,8 +73,10 @@ def test_lmstfy_py_serves_what_lmstfy_left_with_its_tokens_and_limits(
         assert NS in [n["namespace"] for n in httpx.get(f"{server.admin_url}/namespaces").json()["namespaces"]]
         assert wait_until(lambda: "nothing of lmstfy's layout remains" in server.stderr(), 10), server.stderr()
     log = server.stderr()
-    # The delayed job is on lmstfy's timer at the first look, or already moved if the server took a second to start.
-    assert re.search(r"pool default holds jobs lmstfy left \(5 ready, [01] on its timer, 0 dead\)", log), log
+    # The delayed job is on lmstfy's timer at the first look, or already moved if the server took a second to
+    # start; the mover's first look runs beside the first requests, which a loaded machine may serve first
+    # (a CI run counted 4 ready: the first consume had taken one).
+    assert re.search(r"pool default holds jobs lmstfy left \([1-5] ready, [01] on its timer, 0 dead\)", log), log
     assert "from lmstfy's admin keys: 1 namespaces with tokens, 1 limits" in log
 
 

@@ -203,10 +203,14 @@ def pool_config(request: pytest.FixtureRequest) -> PoolConfig:
     """Pool "default" on the standalone test Redis, then on the one-node test cluster, then on the 3-master one:
     tests using it run on all three, so a script that touched two hash slots fails (CROSSSLOT) on the
     cluster runs, and on the 3-master run the pump's pool-wide keys ("due", "nss") live on another node
-    than most namespaces' keys."""
-    if request.param == "standalone":
+    than most namespaces' keys. (tests/web narrows it: its conftest.py.)"""
+    return pool_config_of(request, request.param)
+
+
+def pool_config_of(request: pytest.FixtureRequest, kind: str) -> PoolConfig:
+    if kind == "standalone":
         return PoolConfig("default", url=request.getfixturevalue("redis_url"))
-    if request.param == "cluster3":
+    if kind == "cluster3":
         return PoolConfig("default", kind="cluster", cluster_nodes=request.getfixturevalue("cluster3_nodes"))
     address = urlsplit(request.getfixturevalue("cluster_url")).netloc
     return PoolConfig("default", kind="cluster", cluster_nodes=(address,))

@@ -27,7 +27,7 @@ def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Server]:
 
 
 def run_bench(server: Server, report: Path, *more: str) -> subprocess.CompletedProcess[str]:
-    args = ["--url", server.data_url, "--admin", server.admin_url, "--duration", "1", "--clients", "4"]
+    args = ["--url", server.data_url, "--admin", server.admin_url, "--duration", "0.4", "--clients", "4"]
     args += ["--scenarios", "publish,consume_ack", "--workers", "1", "--settle", "0", "--json", str(report), *more]
     return subprocess.run([*BENCH, *args], cwd=ROOT, capture_output=True, text=True, timeout=BENCH_TIMEOUT, check=False)
 

@@ -37,7 +37,11 @@ async def blocked_clients(redis: Redis) -> int:
 async def test_many_waiters_share_one_brpop(redis: Redis, hub: WakeHub) -> None:
     waiters = [asyncio.create_task(hub.wait([W1, W2], 3)) for _ in range(300)]
     waiters += [asyncio.create_task(hub.wait([W2, W1], 3)) for _ in range(300)]  # same set, other order
-    await asyncio.sleep(0.2)
+    # Until the shared BRPOP is sent (a fixed 0.2 s was too short for a loaded machine), then one only.
+    deadline = time.monotonic() + 5
+    while await blocked_clients(redis) < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)  # time for a second BRPOP, were there one
     assert hub.waiting() == 600
     assert await blocked_clients(redis) == 1
     await redis.lpush(W2, "1")

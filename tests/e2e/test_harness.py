@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.harness.lmstfy_servers import Server, ServerError
 from benchmarks.harness.redis_groups import _ReplicatedMember
+from benchmarks.harness.redis_servers import free_cluster_port
 
 
 def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restart_does_not(tmp_path: Path) -> None:
@@ -34,7 +35,7 @@ def test_a_cluster_node_whose_port_was_taken_meanwhile_starts_on_another(tmp_pat
     """A replicated cluster's node picks its port (and its bus port, +10000) free, then starts: a
     CI run's failover test failed at setup when another process bound it in between."""
     with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
+        taken.bind(("127.0.0.1", free_cluster_port()))  # a port a node could have (its bus port +10000 valid)
         taken.listen()
         node = _ReplicatedMember(tmp_path / "node")
         node.port = taken.getsockname()[1]

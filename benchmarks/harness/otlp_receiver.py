@@ -77,6 +77,7 @@ class OtlpReceiver:
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
         self.content_types: list[str] = []
+        self.authorizations: list[str | None] = []  # each POST's Authorization header
         self.changed = threading.Condition()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -88,6 +89,7 @@ class OtlpReceiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                receiver.authorizations.append(self.headers.get("Authorization"))
                 if self.path != TRACES_PATH:
                     self.send_error(404)
                     return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import json
+import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ SCOPES = {"publish": PUBLISH, "consume": CONSUME, "read": READ, "manage": MANAGE
 EVERY_SCOPE = PUBLISH | CONSUME | READ | MANAGE
 # A pattern is spelled with a queue name's characters and the globs' own.
 PATTERN_RE = re.compile(r"[-_A-Za-z0-9*?\[\]!]+")
+log = logging.getLogger(__name__)
+
 MAX_DECISIONS = 1024  # cached per-queue answers of one grant: bounds memory against queue names sprayed
 
 
@@ -67,6 +70,7 @@ class Grant:
 
 
 UNRESTRICTED = Grant(None, None)
+NOTHING = Grant((), ())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -74,8 +78,17 @@ def decode(stored: bytes | str | None) -> Grant:
     """The grant stored; one object per stored form, so its per-queue answers outlive the token cache."""
     if not stored:
         return UNRESTRICTED
-    found = json.loads(stored)
-    return Grant(_tupled(found.get("scope")), _tupled(found.get("queues")))
+    try:
+        found = json.loads(stored)
+        scope, queues = _tupled(found.get("scope")), _tupled(found.get("queues"))
+        if scope is not None and not set(scope) <= SCOPES.keys():
+            raise ValueError("unknown scope")
+        return Grant(scope, queues)
+    except (ValueError, TypeError, AttributeError, re.error) as error:
+        # A grant edited by hand or written by a later version: its token may do nothing (403),
+        # rather than everything or a 500 on each request. Logged once per stored form (the cache).
+        log.warning("a token's stored grant is unreadable (%s): the token is refused every scope", error)
+        return NOTHING
 
 
 def parse(scope: str | None, queues: str | None) -> Grant:

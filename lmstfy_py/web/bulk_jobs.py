@@ -87,14 +87,14 @@ def _job(
 
 
 def _trace(entry: dict[str, str], headers: Headers) -> TraceContext | None:
+    """The job's own fields win; a job's own traceparent never takes the request's tracestate,
+    which belongs to another trace (W3C carries the two as a pair)."""
     traceparent, tracestate = _text(entry, "traceparent"), _text(entry, "tracestate")
-    if traceparent is None and tracestate is None:
+    if traceparent is not None:
+        return trace_params.trace_context(traceparent, tracestate)
+    if tracestate is None:
         return trace_params.from_headers(headers)
-    if traceparent is None:
-        traceparent = headers.get("traceparent")
-    return trace_params.trace_context(
-        traceparent, trace_params.tracestate_of(headers) if tracestate is None else tracestate
-    )
+    return trace_params.trace_context(headers.get("traceparent"), tracestate)
 
 
 def _text(entry: dict[str, str], name: str) -> str | None:

@@ -118,10 +118,10 @@ async def consume(call: Call) -> tuple[list[Job], int]:
     ACKed whatever the consume then answers; a refused request (400, 429) ACKs nothing.
     """
     queues = params.queue_list(call.ns, call.queue)
+    if not queues:  # a name error (400) comes before the token's (SPEC 15's order)
+        raise InvalidParameter("invalid queue name(s)")
     target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token, CONSUME)
     options = params.consume_options(call.query, call.runtime.config.defaults)
-    if not queues:
-        raise InvalidParameter("invalid queue name(s)")
     acks = ack_params.consume_acks(call.query)
     async with Throttle(call.runtime.limits, target, "consume"):
         jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count, acks=acks)

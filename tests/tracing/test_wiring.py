@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.otlp_receiver import OtlpReceiver
 from lmstfy_py.config import ConfigError, TracingConfig, load_config
 
 
@@ -86,3 +89,46 @@ def test_a_dead_collector_is_logged_once_and_without_its_credentials(caplog: pyt
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 1, lines
     assert "s3cret" not in lines[0] and "did not answer" in lines[0] and f"127.0.0.1:{port}" in lines[0]
+
+
+def test_a_collector_answering_garbage_fails_the_batch_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """http.client's errors (BadStatusLine here) are no OSError: they escaped the exporter, and the
+    SDK's thread logged each with its traceback (the URL's credentials included), counting nothing."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from lmstfy_py.tracing.otlp import OtlpHttpExporter
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        answering = threading.Thread(target=_answer_garbage, args=(listening, 3), daemon=True)
+        answering.start()
+        exporter = OtlpHttpExporter(f"http://127.0.0.1:{port}/v1/traces", "svc", ("lmstfy", "1"), 0.5)
+        with caplog.at_level(logging.DEBUG):
+            results = [exporter.export([]) for _ in range(3)]
+        answering.join(5)
+    assert results == [SpanExportResult.FAILURE] * 3
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 1, lines
+    assert "did not answer: BadStatusLine" in lines[0]
+
+
+def _answer_garbage(listening: socket.socket, times: int) -> None:
+    for _ in range(times):
+        connection, _ = listening.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b"this is no HTTP\r\n\r\n")
+
+
+def test_credentials_in_the_endpoint_are_sent_as_basic_auth() -> None:
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from lmstfy_py.tracing.otlp import OtlpHttpExporter
+
+    with OtlpReceiver() as receiver:
+        credentialed = receiver.url.replace("http://", "http://us%40er:s3cret@")
+        exporter = OtlpHttpExporter(credentialed + "/v1/traces", "svc", ("lmstfy", "1"), 2.0)
+        assert exporter.export([]) == SpanExportResult.SUCCESS
+    assert receiver.authorizations == ["Basic " + base64.b64encode(b"us@er:s3cret").decode()]

@@ -146,6 +146,9 @@ async def test_a_multi_queue_consume_needs_every_queue(admin: httpx.AsyncClient,
     assert (await data.get("/api/ns/orders-1,orders-2", headers=token)).status_code == 404  # no job, allowed
     refused = await data.get("/api/ns/orders-1,other", headers=token)
     assert (refused.status_code, refused.json()) == (403, FORBIDDEN)
+    for no_queue in (",", ",,"):  # a name error, so a 400 before the scope's 403
+        refused = await data.get(f"/api/ns/{no_queue}", headers=token)
+        assert (refused.status_code, refused.json()) == (400, {"error": "invalid queue name(s)"}), no_queue
     merged = await data.get("/api/ns/events", params={"queues": "orders-1,other"}, headers=token)
     assert (merged.status_code, merged.json()) == (403, FORBIDDEN)
     merged = await data.get("/api/ns/events", params={"queues": "orders-1,orders-2"}, headers=token)
@@ -234,3 +237,16 @@ async def test_the_dashboard_creates_and_shows_scoped_tokens(admin: httpx.AsyncC
     assert '<td class="token-scope">consume, read</td>' in page and '<td class="token-queues">orders-*</td>' in page
     await post(admin, "/ui/tokens/create", {"csrf": csrf, "namespace": "ns", "description": "plain"})
     assert '<td class="token-scope">all</td>' in (await admin.get("/ui/tokens")).text
+
+
+@pytest.mark.parametrize(
+    "stored", ["not json", '{"scope":["publish","fly"],"queues":null}', "[1]", '{"scope":"publish"}']
+)
+async def test_an_unreadable_stored_grant_refuses_the_token_every_scope(
+    runtime: Runtime, admin: httpx.AsyncClient, data: httpx.AsyncClient, stored: str
+) -> None:
+    """A grant edited by hand or by a later version answered 500 to every request of its token."""
+    headers = await scoped(admin, "publish")
+    await runtime.pools.own("default").redis.hset(keys.token_grants("default", "ns"), headers["X-Token"], stored)
+    refused = await data.put("/api/ns/q", headers=headers)
+    assert (refused.status_code, refused.json()) == (403, FORBIDDEN)

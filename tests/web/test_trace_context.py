@@ -161,7 +161,7 @@ async def test_a_bulk_array_gives_the_requests_context_to_every_job(api: Api) ->
 async def test_the_object_form_s_own_fields_win_over_the_headers_and_query(api: Api) -> None:
     jobs = [
         {"data": "a"},  # the request's
-        {"data": {"n": 2}, "traceparent": OTHER},  # its own traceparent, the request's tracestate
+        {"data": {"n": 2}, "traceparent": OTHER},  # its own traceparent: never the request's tracestate (a pair)
         {"data": "c", "traceparent": OTHER, "tracestate": "mine=1", "group": "g2"},
         {"data": "d", "traceparent": "nonsense"},  # its own, invalid: none
         {"data": "e", "traceparent": None, "tracestate": "mine=2", "group": None},  # null: the request's
@@ -173,7 +173,7 @@ async def test_the_object_form_s_own_fields_win_over_the_headers_and_query(api: 
     shown = {job_id: (await api.get(f"/job/{job_id}")).json() for job_id in ("j1", "j2", "j3", "j4", "j5")}
     assert [trace_of(job) for job in shown.values()] == [
         (SAMPLED, STATE),
-        (OTHER, STATE),
+        (OTHER, None),
         (OTHER, "mine=1"),
         (None, None),
         (SAMPLED, "mine=2"),

@@ -253,9 +253,10 @@ def find_redis_target(args: argparse.Namespace, redis_pid: int | None) -> RedisT
 
 
 def scripts_run(client: Any) -> int:
-    """Lua script calls Redis has run so far (EVALSHA, EVAL and their _RO forms)."""
+    """Lua script calls Redis has run so far (FCALL, EVALSHA, EVAL and their _RO forms)."""
     stats = client.info("commandstats")
-    return sum(int(v["calls"]) for k, v in stats.items() if k.split("_", 1)[1] in ("evalsha", "eval", "evalsha_ro"))
+    lua = ("fcall", "fcall_ro", "evalsha", "eval", "evalsha_ro")
+    return sum(int(v["calls"]) for k, v in stats.items() if k.split("_", 1)[1] in lua)
 
 
 def redis_benchmark(target: RedisTarget, clients: int, seconds: float) -> dict[str, float] | None:

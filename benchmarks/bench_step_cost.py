@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Redis CPU per job step: EVALSHA µs per call (INFO commandstats) for publishes, then for
+"""Redis CPU per job step: FCALL (or EVALSHA) µs per call (INFO commandstats) for publishes, then for
 consumes that each reserve one job and ACK it, through an Engine of the code it is run from, on
 a redis-server of its own. No HTTP: the Lua steps' own cost, for an A/B of two worktrees run
 alternately (each from its root, PYTHONPATH=.), as docs/PERFORMANCE.md's issue-28 part does.
@@ -31,7 +31,7 @@ SAMPLED = TraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 async def phase(engine: Engine, jobs: int, work: Callable[[], Awaitable[None]]) -> str:
-    """`work` run jobs / TASKS times by each of TASKS tasks: its EVALSHA µs per call and rate."""
+    """`work` run jobs / TASKS times by each of TASKS tasks: its steps' µs per call and rate."""
     await engine.redis.execute_command("CONFIG", "RESETSTAT")
     started = time.perf_counter()
 
@@ -41,8 +41,11 @@ async def phase(engine: Engine, jobs: int, work: Callable[[], Awaitable[None]]) 
 
     await asyncio.gather(*(task() for _ in range(TASKS)))
     seconds = time.perf_counter() - started
-    stats = (await engine.redis.execute_command("INFO", "commandstats")).get("cmdstat_evalsha", {})
-    per_call, calls = stats.get("usec_per_call", 0.0), stats.get("calls", 0)
+    found = await engine.redis.execute_command("INFO", "commandstats")
+    # FCALL where Redis has functions (store/function_library.py), EVALSHA before them or without
+    steps = [found.get(f"cmdstat_{command}", {}) for command in ("fcall", "evalsha")]
+    calls = sum(int(stats.get("calls", 0)) for stats in steps)
+    per_call = sum(float(stats.get("usec", 0)) for stats in steps) / max(calls, 1)
     return f"{per_call:.2f} µs/call ({calls} calls, {jobs / seconds:,.0f} jobs/s)"
 
 

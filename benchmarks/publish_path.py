@@ -5,7 +5,7 @@ One PUT /api/{ns}/{queue} through the data port's app as `lmstfy-py serve` serve
 app behind web/hot.py's dispatcher; `--plain`: the data app alone), in process, traced with
 sys.setprofile: every
 lmstfy_py file with a frame in the request's own task (background loops left out), those entered
-before the EVALSHA is written, and the files on the call stack when it is.
+before the step (FCALL) is written, and the files on the call stack when it is.
 
     .venv/bin/python -m benchmarks.publish_path --redis-url redis://127.0.0.1:6379 [--plain]
 """
@@ -28,7 +28,7 @@ from lmstfy_py.web import create_data_app
 from lmstfy_py.web.hot import HotRoutes
 
 ROOT = Path(lmstfy_py.__file__).parent
-SEND = ("pipelined.py", "send")  # where the EVALSHA is handed to the connection
+SEND = ("pipelined.py", "send")  # where the step (FCALL) is handed to the connection
 
 
 def _ours(frame: FrameType) -> str | None:
@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     every, before, at_send = asyncio.run(trace(args.redis_url, args.plain))
     print(f"{len(every)} files with a frame in the request's task: {', '.join(sorted(every))}")
-    print(f"{len(before)} before the EVALSHA is written: {', '.join(before)}")
+    print(f"{len(before)} before the step is written: {', '.join(before)}")
     print(f"{len(at_send)} on the stack when it is: {' -> '.join(at_send)}")
 
 

@@ -4,17 +4,24 @@ tuple is the variadic rest), and each reply's parser."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from importlib import resources
 from typing import Any, NamedTuple
 
+from lmstfy_py.store.function_library import FunctionLibrary, folder_library
 from lmstfy_py.store.scripts import A, K, R, Script, Step
+
+
+@functools.cache
+def _admin_library() -> FunctionLibrary:
+    return folder_library("lmstfy_py.admin", [])
 
 
 def admin_step(name: str, keys: type[K], args: type[A], parse: Callable[[Any], R]) -> Step[K, A, R]:
     """The Step of admin/lua/NAME.lua."""
     source = (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text()
-    return Step(Script(name, source), keys, args, parse)
+    return Step(Script(name, source, _admin_library()), keys, args, parse)
 
 
 def _ignored(reply: Any) -> None:

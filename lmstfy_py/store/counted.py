@@ -52,6 +52,7 @@ class CountedRedis(Redis):
     """A standalone or Sentinel client that counts: made by `owning`."""
 
     counter: CommandCounter  # set by `owning`; a class-level default would be bound as a method
+    functions = True  # calls the steps as functions until its Redis refuses them (store/scripts.py)
 
     @classmethod
     def owning(cls, pool: ConnectionPool, counter: CommandCounter) -> CountedRedis:
@@ -93,6 +94,10 @@ class CountedPipeline(Pipeline):
 
 class CountedCluster(RedisCluster):
     """A Redis Cluster client that counts (under the pool's one node label: its configured nodes)."""
+
+    # EVALSHA, not FCALL: redis-py routes an FCALL by asking a node for its keys first (COMMAND
+    # GETKEYS, a round trip per call), an EVALSHA by its keys itself (store/scripts.py).
+    functions = False
 
     def __init__(self, counter: CommandCounter, **options: Any) -> None:
         super().__init__(**options)

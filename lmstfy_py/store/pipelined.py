@@ -215,6 +215,7 @@ class PipelinedRedis:
             self.hello.append(("AUTH", username, options["password"]) if username else ("AUTH", options["password"]))
         if options.get("db"):
             self.hello.append(("SELECT", options["db"]))
+        self.functions = True  # calls the steps as functions until its Redis refuses them (store/scripts.py)
         self._wire: _Wire | None = None
         self._connecting: dict[Hashable, asyncio.Future[_Wire]] = {}  # the connect attempt in flight
 

@@ -192,7 +192,7 @@ def test_lmstfys_config_file_starts_the_server_on_that_redis(
             assert due_s <= arrived < due_s + 1.2
             # Every Redis command is counted, under the pool's address (lmstfy >= 1.0.11's families).
             node = f"127.0.0.1:{redis_server.port}"
-            assert wait_until(lambda: evalshas(server, node) >= 12, 5)
+            assert wait_until(lambda: steps_run(server, node) >= 12, 5)
             assert wait_until(lambda: "nothing of lmstfy's layout remains" in (log_dir / "error.log").read_text(), 10)
     client.close()
     # The logs: JSON lines in LogDir, access lines naming pool, namespace and queue.
@@ -215,11 +215,14 @@ def wait_for_job(url: str, token: str, timeout_s: float) -> tuple[dict[str, Any]
     return answer.json(), time.time()
 
 
-def evalshas(server: Server, node: str) -> float:
-    """EVALSHAs the server's workers sent to `node`, as its /metrics (public, as lmstfy's) says."""
+def steps_run(server: Server, node: str) -> float:
+    """The script steps (FCALL, or EVALSHA on a Redis without functions) the server's workers sent
+    to `node`, as its /metrics (public, as lmstfy's) says."""
     text = httpx.get(f"{server.admin_url}/metrics").text
-    found = re.search(rf'^infra_lmstfy_redis_qps{{command="evalsha",node="{node}",status="ok"}} (\S+)$', text, re.M)
-    return float(found[1]) if found else 0.0
+    counted = re.findall(
+        rf'^infra_lmstfy_redis_qps{{command="(?:fcall|evalsha)",node="{node}",status="ok"}} (\S+)$', text, re.M
+    )
+    return sum(float(count) for count in counted)
 
 
 # -- a rolling switch: lmstfy and lmstfy-py on one Redis at once -------------------------------

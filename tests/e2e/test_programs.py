@@ -117,7 +117,7 @@ def test_bench_redis_client(redis_url: str) -> None:
 
 def test_publish_path(redis_url: str) -> None:
     out = ok(run("benchmarks/publish_path.py", "--redis-url", redis_url))
-    before = re.search(r"^(\d+) before the EVALSHA is written: (.*)$", out, re.MULTILINE)
+    before = re.search(r"^(\d+) before the step is written: (.*)$", out, re.MULTILINE)
     assert before, out
     files = before.group(2).split(", ")
     assert len(files) == int(before.group(1)) and files[-1] == "store/pipelined.py", out

@@ -127,10 +127,24 @@ async def test_an_error_reply_goes_to_its_caller_only(client: PipelinedRedis) ->
 
 async def test_a_script_is_loaded_when_redis_does_not_know_it(client: PipelinedRedis, redis_url: str) -> None:
     script = Script("seven", "return 7 + #KEYS")
+    client.functions = False  # as once its Redis refused FCALL (store/scripts.py)
     with redis.Redis.from_url(redis_url) as server:
         server.script_flush()
     assert await script(client, ["a", "b"], []) == 9
     assert await client.execute_command("SCRIPT", "EXISTS", script.sha) == [1]
+
+
+async def test_a_function_is_loaded_when_redis_does_not_know_it(client: PipelinedRedis, redis_url: str) -> None:
+    script = Script("seven", "return 7 + #KEYS")
+    with redis.Redis.from_url(redis_url) as server:
+        server.function_flush()
+        server.script_flush()
+    assert await script(client, ["a", "b"], []) == 9
+    assert await script(client, ["a"], []) == 8
+    with redis.Redis.from_url(redis_url) as server:
+        libraries = [dict(zip(entry[::2], entry[1::2], strict=True)) for entry in server.function_list()]
+        assert [library[b"library_name"].decode() for library in libraries] == [script.library.name]
+        assert server.script_exists(script.sha) == [False]  # never sent as a script
 
 
 async def test_a_batch_keeps_error_replies_in_place(client: PipelinedRedis) -> None:

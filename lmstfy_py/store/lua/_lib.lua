@@ -121,9 +121,11 @@ end
 -- reserve_from_queue and count() (max_reserved, rate), the groups (group_concurrency). A queue with
 -- none set costs that one read, as `events` alone did before. The bucket's state (burst, bt, bts)
 -- is read only for a queue with a rate (fc().tokens). STEP caches what one step reads once: each
--- queue's settings (by base) and the clock (STEP.ts, see write_event). Every top-level local of
--- this library costs every call of every step (closures, upvalues): flow control adds only
--- STEP's use, settings_of, undelayed and fc.
+-- queue's settings (by base) and the clock (STEP.ts, see write_event); a step's function starts
+-- it afresh (store/scripts.py LIB_PER_CALL). Every top-level local of this library costs every
+-- call of every step run by EVALSHA (closures, upvalues; a Redis Cluster, Redis < 7), where the
+-- library runs before each step, but nothing per call as a function library (loaded once,
+-- store/function_library.py): flow control adds only STEP's use, settings_of, undelayed and fc.
 local STEP = {}
 
 -- Flow control's helpers (SPEC 14: limits and groups), made only by a step that meets a limited
@@ -232,9 +234,9 @@ local function waited_for(job_key)
     return redis.call('EXISTS', 'rw' .. string.sub(job_key, 2)) == 1
 end
 
--- The helpers of kept jobs and told waiters (SPEC 13), made only by a step that needs one:
--- every step runs this library first, and each function defined at its top level costs every
--- call of every step (~0.15 us each), those defined in here only the calls that use them.
+-- The helpers of kept jobs and told waiters (SPEC 13), made only by a step that needs one: a
+-- step run by EVALSHA runs this library first, and each function defined at its top level costs
+-- every such call (~0.15 us each), those defined in here only the calls that use them.
 local function outcomes()
     local o = {}
 

@@ -57,12 +57,16 @@ local function job_data(body, attributes)
 end
 
 local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
-local B64_VALUE = {}
-for i = 1, 64 do
-    B64_VALUE[string.byte(B64, i)] = i - 1
-end
+local B64_VALUE -- filled at the first decode: a function library's top level, run when Redis
+-- loads it (store/scripts.py), may call no library function (string.byte) yet
 
 local function base64_decode(text)
+    if not B64_VALUE then
+        B64_VALUE = {}
+        for i = 1, 64 do
+            B64_VALUE[string.byte(B64, i)] = i - 1
+        end
+    end
     local out, bits, nbits = {}, 0, 0
     for i = 1, #text do
         local v = B64_VALUE[string.byte(text, i)]

@@ -124,8 +124,8 @@ class Script:
 
 def _without_functions(message: str) -> bool:
     """Whether Redis answered `message` because it has no functions or this user may not use them."""
-    lowered = message.lower()
-    return ("unknown command" in lowered or "noperm" in lowered) and ("fcall" in lowered or "function" in lowered)
+    lowered = message.lower()  # "unknown command 'FCALL', ...", "NOPERM ... run the 'fcall' command"
+    return ("unknown command" in lowered or "noperm" in lowered) and ("'fcall'" in lowered or "'function" in lowered)
 
 
 def _turn_to_evalsha(client: ScriptClient, why: str) -> None:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from benchmarks.harness.lmstfy_servers import Server, started_together
+from benchmarks.harness.lmstfy_servers import Server, free_port_besides, started_together
 from benchmarks.harness.redis_groups import DATA_PASSWORD, SENTINEL_PASSWORD, Cluster, ReplicatedCluster, SentinelGroup
 from benchmarks.harness.redis_groups import MASTER_NAME as SENTINEL_MASTER
 from benchmarks.harness.redis_servers import ClusterNode, RedisProcess, free_port
@@ -221,7 +221,8 @@ def make_lmstfy_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[]
     """Builds `lmstfy-py serve` processes (not started) on one data dir and one pair of ports, so that a
     second one is the first restarted; cleans them all up."""
     made: list[Server] = []
-    data_dir, port, admin_port = tmp_path / "data", free_port(), free_port()
+    data_dir, port = tmp_path / "data", free_port()
+    admin_port = free_port_besides(port)
 
     def make() -> Server:
         server = Server(tmp_path, data_dir, port, admin_port, http_server=http_server)

@@ -41,6 +41,7 @@ __all__ = [
     "comm",
     "create_token",
     "free_port",
+    "free_port_besides",
     "redis_pids",
     "serve_command",
     "started_together",
@@ -57,6 +58,14 @@ NS, QUEUE = "e2e", "jobs"
 
 
 PORT_ATTEMPTS = 3  # a first start on ports taken meanwhile is tried again on new ones
+
+
+def free_port_besides(taken: int) -> int:
+    """A free port other than `taken`: the kernel may hand out a port just released again, and a
+    server given the same port twice refuses to start (a fresh-clone CI run failed so)."""
+    while (port := free_port()) == taken:
+        pass
+    return port
 
 
 class ServerError(RuntimeError):
@@ -97,7 +106,7 @@ class Server:
         # False: the command line is the config file and `args` alone (the ports must be in the file).
         self.own_flags = own_flags
         self.port = port or free_port()
-        self.admin_port = admin_port or free_port()
+        self.admin_port = admin_port or free_port_besides(self.port)
         self._ports_chosen_here = not port and not admin_port
         self.args = [*args, "--http-server", http_server] if http_server else list(args)
         name = f"server-{self.port}-{time.monotonic_ns()}"
@@ -149,7 +158,8 @@ class Server:
                 taken = "Address already in use" in str(refused)
                 if not (taken and self._ports_chosen_here and self.starts == 0) or attempt == PORT_ATTEMPTS - 1:
                     raise
-                self.port, self.admin_port = free_port(), free_port()
+                self.port = free_port()
+                self.admin_port = free_port_besides(self.port)
         raise AssertionError("unreachable")
 
     def launch(self, *more: str) -> None:

@@ -27,7 +27,7 @@ import httpx
 import pytest
 import redis
 
-from benchmarks.harness.lmstfy_servers import NS, QUEUE, Server, create_token
+from benchmarks.harness.lmstfy_servers import NS, QUEUE, Server, create_token, free_port_besides
 from benchmarks.harness.redis_servers import free_port
 from lmstfy_py.store import keys
 from tests.conftest import EVERY_HTTP_SERVER
@@ -106,7 +106,8 @@ def write_config(path: Path) -> Path:
 def server(tmp_path_factory: pytest.TempPathFactory, http_server: str) -> Iterator[Server]:
     """One server with short deadlines for the tests that leave it running."""
     tmp_path = tmp_path_factory.mktemp("hardening")
-    started = Server(tmp_path, tmp_path / "data", free_port(), free_port(), http_server=http_server)
+    port = free_port()
+    started = Server(tmp_path, tmp_path / "data", port, free_port_besides(port), http_server=http_server)
     try:
         started.start("--config", str(write_config(tmp_path / "lmstfy.toml")))
         yield started

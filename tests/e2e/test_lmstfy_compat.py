@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.harness.lmstfy_servers import Server, free_port, serve_command, wait_until
+from benchmarks.harness.lmstfy_servers import Server, free_port, free_port_besides, serve_command, wait_until
 from benchmarks.harness.redis_servers import RedisProcess
 from lmstfy_py import __version__
 
@@ -62,7 +62,8 @@ def redis_port(redis_url: str, redis_server: RedisProcess) -> int:
 
 
 def lmstfy_server(tmp_path: Path, redis_port: int, *args: str, extra: str = "", pool_extra: str = "") -> Server:
-    port, admin_port = free_port(), free_port()
+    port = free_port()
+    admin_port = free_port_besides(port)
     config = tmp_path / "lmstfy.toml"
     config.write_text(lmstfy_conf(redis_port, port, admin_port, extra, pool_extra))
     return Server(
@@ -122,7 +123,11 @@ def test_go_flag_spellings_and_a_bad_lmstfy_value(tmp_path: Path, redis_port: in
         server.start()
         assert pid_file.exists()
     bad = tmp_path / "bad.toml"
-    bad.write_text(lmstfy_conf(redis_port, free_port(), free_port()).replace('LogLevel = "info"', 'LogLevel = "loud"'))
+    bad.write_text(
+        lmstfy_conf(redis_port, port := free_port(), free_port_besides(port)).replace(
+            'LogLevel = "info"', 'LogLevel = "loud"'
+        )
+    )
     result = subprocess.run([*serve_command(), "-c", str(bad)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
     assert result.stderr.strip().startswith(f"lmstfy-py: error: {bad}: LogLevel: expected ")

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import redis
 
-from benchmarks.harness.lmstfy_servers import Server, create_token, free_port, wait_until
+from benchmarks.harness.lmstfy_servers import Server, create_token, free_port, free_port_besides, wait_until
 from benchmarks.harness.redis_servers import RedisProcess
 from tests.e2e.test_lmstfy_compat import AUTH, lmstfy_conf
 from tests.fixtures.lmstfy_layout import Limit, LmstfyAdmin, LmstfyPool, Pusher, ready_key
@@ -140,7 +140,8 @@ def test_lmstfys_config_file_starts_the_server_on_that_redis(
     limited = admin.create_token(NS, "a limited one")
     admin.set_limit(NS, limited, Limit(read=2, write=0, interval=60))
     log_dir = tmp_path / "logs"
-    port, admin_port = free_port(), free_port()
+    port = free_port()
+    admin_port = free_port_besides(port)
     config = tmp_path / "lmstfy.toml"
     config.write_text(lmstfy_conf_with_logs(redis_server.port, port, admin_port, log_dir))
 

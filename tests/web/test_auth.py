@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.harness.lmstfy_servers import free_port_besides
 from benchmarks.harness.redis_servers import free_port
 from lmstfy_py import __version__, server
 from lmstfy_py import listeners as sockets
@@ -276,7 +277,8 @@ def test_authorized_needs_user_and_password_of_the_same_account() -> None:
 
 def _listeners(admin_host: str) -> sockets.Listeners:
     return sockets.Listeners(
-        sockets.listen("127.0.0.1", free_port(), "data API"), sockets.listen(admin_host, free_port(), "admin API")
+        sockets.listen("127.0.0.1", (port := free_port()), "data API"),
+        sockets.listen(admin_host, free_port_besides(port), "admin API"),
     )
 
 

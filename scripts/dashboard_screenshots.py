@@ -5,9 +5,10 @@
 
 Starts its own `lmstfy-py serve` (embedded Redis in a temporary directory), fills it over the
 HTTP APIs with a small demo (two namespaces, a delayed queue, reserved jobs, an urgent job, a
-binary job buried with a reason, a paused queue, a token with a limit, push groups, recurring
-jobs, a queue's flow-control limits with grouped and delayed jobs), then opens each page in
-Debian's headless Chromium (/usr/bin/chromium, driven by Playwright) and saves
+binary job buried with a reason, a paused queue, a token with a limit and a scoped one, push
+groups, recurring jobs, a queue's flow-control limits with grouped and delayed jobs, traced
+jobs), then opens each page in Debian's headless Chromium (/usr/bin/chromium, driven by
+Playwright) and saves
 `<page>-wide.png` and `<page>-phone.png` (the whole page, below the fold too).
 """
 
@@ -27,6 +28,7 @@ CHROMIUM = "/usr/bin/chromium"
 SIZES = {"wide": (1280, 800), "phone": (390, 844)}
 RATE_FLUSH_S = 2.5  # the server writes its rate counts every 2 s
 ORDER_LIMITS = {"max_reserved": 20, "rate": 50, "group_concurrency": 3}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def seed(server: Server) -> dict[str, str]:
@@ -46,10 +48,10 @@ def seed(server: Server) -> dict[str, str]:
             data.put("/api/demo/orders", params={"delay": delay, "ttl": 0}, headers={"X-Token": demo}, content="later")
         for i in range(12):
             data.put("/api/demo/emails", params={"delay": 600}, headers={"X-Token": demo}, content=f"mail {i}")
-        reserved = [data.get("/api/demo/orders", params={"ttr": 60}, headers={"X-Token": demo}) for _ in range(15)]
-        data.put(
-            "/api/demo/thumbnails", params={"tries": 1}, headers={"X-Token": demo}, content=b"\x89PNG\r\n\x1a\n\x00"
-        )
+        for _ in range(15):
+            data.get("/api/demo/orders", params={"ttr": 60}, headers={"X-Token": demo})
+        traced = {"X-Token": demo, "traceparent": TRACEPARENT, "tracestate": "shop=checkout"}
+        data.put("/api/demo/thumbnails", params={"tries": 1}, headers=traced, content=b"\x89PNG\r\n\x1a\n\x00")
         job = data.get("/api/demo/thumbnails", params={"ttr": 60}, headers={"X-Token": demo}).json()["job_id"]
         reason = {"reason": "convert: unsupported image format"}
         data.put(f"/api/demo/thumbnails/job/{job}/bury", params=reason, headers={"X-Token": demo})
@@ -59,9 +61,13 @@ def seed(server: Server) -> dict[str, str]:
         admin.put(f"/token/demo/{demo}/limit", json={"read": 100, "write": 50, "interval": 10})
         urgent = {"priority": 9}
         data.put("/api/demo/orders", params=urgent, headers={"X-Token": demo}, content='{"refund": 7, "urgent": true}')
+        # The queue page looks up a job with a trace context (SPEC 15), next to go by its priority.
+        published = data.put("/api/demo/orders", params={"priority": 10}, headers=traced, content='{"order": 99}')
+        looked_up = checked(published).json()["job_id"]
+        scoped = {"description": "order intake", "scope": "publish", "queues": "orders,orders-*"}
+        checked(admin.post("/token/demo", params=scoped))
         push_groups(admin)
         schedules(data, demo, shop)
-        looked_up = reserved[-1].json()["job_id"]  # the queue page looks up a reserved job
     return {
         "overview": "/ui",
         "queue": f"/ui/queue/demo/orders?job_id={looked_up}",

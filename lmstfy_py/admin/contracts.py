@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from importlib import resources
 from typing import Any, NamedTuple
 
 from lmstfy_py.store.function_library import FunctionLibrary, folder_library
@@ -20,8 +19,8 @@ def _admin_library() -> FunctionLibrary:
 
 def admin_step(name: str, keys: type[K], args: type[A], parse: Callable[[Any], R]) -> Step[K, A, R]:
     """The Step of admin/lua/NAME.lua."""
-    source = (resources.files("lmstfy_py.admin") / "lua" / f"{name}.lua").read_text()
-    return Step(Script(name, source, _admin_library()), keys, args, parse)
+    library = _admin_library()  # which read every step's file
+    return Step(Script(name, library.steps[name], library), keys, args, parse)
 
 
 def _ignored(reply: Any) -> None:

@@ -72,7 +72,7 @@ class Script:
             except ResponseError as error:
                 if _without_functions(str(error)):
                     _turn_to_evalsha(client, str(error))
-                elif not self.missed(error):
+                elif not missed(error):
                     raise
             if calls_functions(client) and await self._loaded(client):
                 return await client.execute_command("FCALL", self.function, len(keys), *keys, *args)
@@ -89,14 +89,6 @@ class Script:
             pipe.execute_command("FCALL", self.function, len(keys), *keys, *args)
         else:
             pipe.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-
-    def missed(self, reply: Any) -> bool:
-        """Whether a call answered `reply` did nothing because Redis did not know its script or
-        function (or FCALL itself: the client then turns to EVALSHA); it is then made again."""
-        if isinstance(reply, NoScriptError):
-            return True
-        message = str(reply) if isinstance(reply, ResponseError) else ""
-        return "Function not found" in message or _without_functions(message)
 
     async def _loaded(self, client: ScriptClient) -> bool:
         """Loads this step's function; False when this call is to go by EVALSHA instead: Redis has no
@@ -122,6 +114,15 @@ class Script:
         await client.execute_command("FUNCTION", "LOAD", "REPLACE", self.library.text)
 
 
+def missed(reply: Any) -> bool:
+    """Whether a call answered `reply` did nothing because Redis did not know its script or
+    function (or FCALL itself: the client then turns to EVALSHA); it is then made again."""
+    if isinstance(reply, NoScriptError):
+        return True
+    message = str(reply) if isinstance(reply, ResponseError) else ""
+    return "Function not found" in message or _without_functions(message)
+
+
 def _without_functions(message: str) -> bool:
     """Whether Redis answered `message` because it has no functions or this user may not use them."""
     lowered = message.lower()  # "unknown command 'FCALL', ...", "NOPERM ... run the 'fcall' command"
@@ -134,6 +135,7 @@ def _turn_to_evalsha(client: ScriptClient, why: str) -> None:
         client.functions = False  # type: ignore[attr-defined]  # our clients have it (calls_functions)
 
 
+@functools.cache  # _lib.lua is read once, not once per step
 def _read(name: str) -> str:
     return (resources.files("lmstfy_py.store") / "lua" / f"{name}.lua").read_text()
 
@@ -150,8 +152,9 @@ def _store_library() -> FunctionLibrary:
 def load(name: str) -> Script:
     """lua/NAME.lua, after the helpers it uses."""
     # The scripts serving lmstfy's layout (lmstfy_*.lua) share helpers of their own.
-    libraries = ["_lib", "_lmstfy"] if name.startswith("lmstfy_") else ["_lib"]
-    return Script(name, "\n".join(_read(part) for part in [*libraries, name]), _store_library())
+    helpers = ["_lib", "_lmstfy"] if name.startswith("lmstfy_") else ["_lib"]
+    library = _store_library()  # which read every step's file already
+    return Script(name, "\n".join([*(_read(part) for part in helpers), library.steps[name]]), library)
 
 
 K = TypeVar("K", bound=tuple[Any, ...])
@@ -237,7 +240,7 @@ async def run_pipeline(
         pipe.execute_command(*command)
     results: list[Any] = await pipe.execute(raise_on_error=False)
     for i, (script, keys, args) in enumerate(calls):
-        if script.missed(results[i]):
+        if missed(results[i]):
             results[i] = await script(client, keys, args)
         elif isinstance(results[i], Exception):
             raise results[i]

@@ -21,8 +21,11 @@ these ways, each changed here:
   data (up to body_timeout, for a client that announces 2 GiB and then sends nothing). Here the
   body is refused 413 as soon as that line is parsed (`_follow_chunks`), as under hypercorn.
 
-What stays uvicorn's: the request/response cycle (RequestResponseCycle), flow control, pipelining,
-`Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
+One more, for speed (issue 27): a hot data route's request whose body came whole with its head is
+answered without the ASGI cycle (uvicorn_hot.py, the class this one extends).
+
+What stays uvicorn's: parsing, the request/response cycle of every other request, flow control,
+pipelining, `Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
 (its tick loop) and nothing else: no signal handlers (server.py owns them), no lifespan (the apps
 do not use one), no logging configuration (logs.py owns it), no proxy-header rewriting (hypercorn
 does none either), no access log (web/accesslog.py has one). This module leans on
@@ -41,7 +44,6 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from lmstfy_py import tasks
@@ -49,6 +51,7 @@ from lmstfy_py.config import ServerConfig
 from lmstfy_py.listeners import BACKLOG
 from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
 from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
+from lmstfy_py.uvicorn_hot import HotAnswers
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +155,7 @@ def _cut_off(state: ServerState) -> None:
         task.cancel()
 
 
-class _Connection(HttpToolsProtocol):
+class _Connection(HotAnswers):
     """One client connection: uvicorn's, with the head deadline, the careful idle close and the stop of
     the module docstring."""
 

@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from lmstfy_py import logs
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web import accesslog, answers, data, events, hot_routes, params
+from lmstfy_py.web import answers, data, events, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot_routes import Call, FirstHeaders, Query
 from lmstfy_py.web.middleware import request_done, request_id
@@ -83,7 +83,9 @@ class HotRoutes:
             return False
         route = self._routes.get((scope["method"], len(parts), parts[2] if len(parts) > 2 else ""))
         # The merged event stream (its answer streams) shares the consume's shape: the app's.
-        if route is None or (len(parts) == 2 and events.is_merged_stream(parts[1], scope["query_string"])):
+        if route is None or (
+            route.endpoint is data.consume and events.is_merged_stream(parts[1], scope["query_string"])
+        ):
             return False
         path_params = {"ns": parts[0], "queue": parts[1]}
         if len(parts) == 4:
@@ -94,13 +96,25 @@ class HotRoutes:
         scope["path_params"] = path_params
         return True
 
+    def accepts(self, scope: Scope) -> bool:
+        """Whether `scope` is a hot route's request; if so it now has what the app's routing sets."""
+        return scope["type"] == "http" and self._dispatch(scope)
+
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """RequestMiddleware's work and the route's call, in one frame."""
+        async def write(answer: Answer) -> None:
+            await send({"type": "http.response.start", "status": answer[0], "headers": answer[1]})
+            await send({"type": "http.response.body", "body": answer[2]})
+
+        await self.respond(scope, receive, write)
+
+    async def respond(self, scope: Scope, receive: Receive, write: Callable[[Answer], Awaitable[None]]) -> None:
+        """RequestMiddleware's work and the route's call, in one frame; `write` sends the answer (an
+        ASGI send, or uvicorn_serve.py's write of a whole answer to its connection)."""
         started = time.perf_counter()
         rid = request_id(_first_header(scope, _REQUEST_ID))
         scope.setdefault("state", {})["request_id"] = rid
         logged_request = logs.current_request.set(scope)
-        log_it = accesslog.enabled(scope)
+        log_it = self.runtime.access_log_switch.on  # accesslog.enabled's answer, without its lookups
         status = 0  # 0 until the response starts
         try:
             try:
@@ -111,8 +125,7 @@ class HotRoutes:
             # Where MutableHeaders puts it in the app: last, as the app sends no X-Request-ID of its own.
             answer[1].append((_REQUEST_ID, rid.encode("latin-1")))
             status = answer[0]
-            await send({"type": "http.response.start", "status": status, "headers": answer[1]})
-            await send({"type": "http.response.body", "body": answer[2]})
+            await write(answer)
         finally:
             request_done(scope, status, started, log_it, logged_request)
 

@@ -1,0 +1,139 @@
+"""A hot route's request whose body came whole with its head is answered exactly as one whose body
+came later, on a real `lmstfy-py serve` process, through raw sockets, under each HTTP server.
+
+Under uvicorn the first kind is answered by uvicorn_serve.py straight to the connection (no ASGI
+cycle), the second goes the ASGI way under the body deadline; under hypercorn both go the ASGI
+way. Either way a client must not tell them apart: same status, same headers in the same order,
+same body, same `Connection: close` when the answer came before the body was taken, keep-alive and
+pipelining as before.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+import time
+
+import pytest
+
+from benchmarks.harness.lmstfy_servers import NS, Server
+from tests.conftest import EVERY_HTTP_SERVER
+from tests.e2e.test_http_hardening import Answer, closed_by_server, head, read_answer, server, token
+
+__all__ = ["server", "token"]  # the fixtures: one server per HTTP server, as test_http_hardening's
+
+HTTP_SERVERS = EVERY_HTTP_SERVER
+QUEUE = "whole"
+LATER_S = 0.2  # how long the "later" body waits after its head: one read of its own, for certain
+
+
+def connect(server: Server) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", server.port), timeout=5)
+
+
+def request(method: str, path: str, body: bytes, *headers: str) -> tuple[bytes, bytes]:
+    return head(method, path, f"Content-Length: {len(body)}", *headers), body
+
+
+def ask(server: Server, message: tuple[bytes, bytes], whole: bool) -> tuple[Answer, list[str], bool]:
+    """The answer, its header names in order, and whether the server then closed the connection."""
+    with connect(server) as sock:
+        head_bytes, body = message
+        if whole:
+            sock.sendall(head_bytes + body)
+        else:
+            sock.sendall(head_bytes)
+            time.sleep(LATER_S)
+            sock.sendall(body)
+        sock.settimeout(5)
+        raw = b""
+        while b"\r\n\r\n" not in raw:
+            raw += sock.recv(4096)
+        names = [line.split(b":", 1)[0].decode() for line in raw.split(b"\r\n\r\n")[0].split(b"\r\n")[1:]]
+        answer = _answer_of(raw, sock)
+        return answer, names, closed_by_server(sock, 1.0)
+
+
+def _answer_of(raw: bytes, sock: socket.socket) -> Answer:
+    head_text, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head_text.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, value in (line.split(":", 1) for line in lines)}
+    while len(body) < int(headers.get("content-length", "0")):
+        body += sock.recv(4096)
+    return Answer(int(status_line.split()[1]), headers, body)
+
+
+def masked(answer: Answer) -> tuple[int, dict[str, str], bytes]:
+    headers = dict(answer.headers, date="*")
+    if "x-request-id" in headers and headers["x-request-id"] != "r-1":
+        headers["x-request-id"] = "*"
+    return answer.status, headers, re.sub(rb'"job_id":"[^"]+"', b'"job_id":"*"', answer.body)
+
+
+@pytest.mark.parametrize(
+    ("case", "status"),
+    [("published", 201), ("no token", 401), ("bad delay", 400), ("request id", 201), ("closing client", 201)],
+)
+def test_a_body_with_its_head_is_answered_as_one_that_came_later(
+    server: Server, token: str, case: str, status: int
+) -> None:
+    path = f"/api/{NS}/{QUEUE}?token={token}"
+    message = {
+        "published": request("PUT", path, b"hello"),
+        "no token": request("PUT", f"/api/{NS}/{QUEUE}", b"hello"),
+        "bad delay": request("PUT", path + "&delay=x", b"hello"),
+        "request id": request("PUT", path, b"hello", "X-Request-ID: r-1"),
+        "closing client": request("PUT", path, b"hello", "Connection: close"),
+    }[case]
+    whole, whole_names, whole_closed = ask(server, message, whole=True)
+    later, later_names, later_closed = ask(server, message, whole=False)
+    assert whole.status == status
+    assert masked(whole) == masked(later)
+    assert whole_names == later_names
+    # An answer given before the body was taken ends the connection, whichever way the body came.
+    ends = case in ("no token", "bad delay", "closing client")
+    assert (whole_closed, later_closed) == (ends, ends)
+    said = "close" if ends else None
+    assert (whole.headers.get("connection"), later.headers.get("connection")) == (said, said)
+
+
+def test_a_connection_carries_whole_requests_one_after_another_and_pipelined(server: Server, token: str) -> None:
+    path = f"/api/{NS}/{QUEUE}p?token={token}"
+    with connect(server) as sock:
+        for body in (b"one", b"two"):  # keep-alive: one at a time
+            sock.sendall(b"".join(request("PUT", path, body)))
+            assert read_answer(sock).status == 201
+        sock.sendall(b"".join(request("PUT", path, b"three")) + b"".join(request("PUT", path, b"four")))
+        assert [read_answer(sock).status, read_answer(sock).status] == [201, 201]  # pipelined in one write
+        consumed = []
+        for _ in range(4):
+            sock.sendall(head("GET", f"/api/{NS}/{QUEUE}p?token={token}&ttr=30"))
+            answer = read_answer(sock)
+            assert answer.status == 200
+            consumed.append(answer.json())
+        assert [base64_data(job) for job in consumed] == [b"one", b"two", b"three", b"four"]
+        ids = [str(job["job_id"]) for job in consumed]  # type: ignore[index]
+        sock.sendall(head("DELETE", f"/api/{NS}/{QUEUE}p/job/{ids[0]}?token={token}"))
+        acked = read_answer(sock)
+        assert (acked.status, acked.body, "content-length" in acked.headers) == (204, b"", False)
+        sock.sendall(head("DELETE", f"/api/{NS}/{QUEUE}p/jobs?token={token}&job_id={','.join(ids[1:])}"))
+        assert read_answer(sock).status == 204
+        sock.sendall(head("GET", f"/api/{NS}/{QUEUE}p?token={token}"))
+        assert read_answer(sock).status == 404  # every job ACKed
+        assert not closed_by_server(sock, 0.2)
+
+
+def base64_data(job: object) -> bytes:
+    assert isinstance(job, dict)
+    return base64.b64decode(job["data"])
+
+
+def test_an_http_1_0_request_is_answered_and_its_connection_closed(server: Server, token: str) -> None:
+    with connect(server) as sock:
+        body = b"old"
+        lines = [f"PUT /api/{NS}/{QUEUE}?token={token} HTTP/1.0", "Host: localhost", f"Content-Length: {len(body)}"]
+        sock.sendall("\r\n".join([*lines, "", ""]).encode() + body)
+        answer = read_answer(sock)
+        assert (answer.status, answer.headers.get("connection")) == (201, "close")
+        assert closed_by_server(sock, 2.0)

@@ -32,7 +32,7 @@ from lmstfy_py import logs
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import answers, data, events, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
-from lmstfy_py.web.hot_routes import Call, FirstHeaders, Query
+from lmstfy_py.web.hot_routes import Call, FirstHeaders, shared_query
 from lmstfy_py.web.middleware import request_done, request_id
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
@@ -131,7 +131,7 @@ class HotRoutes:
 
     def _call(self, scope: Scope, receive: Receive) -> Call:
         path = scope["path_params"]
-        query, headers = Query(scope["query_string"]), FirstHeaders(scope["headers"])
+        query, headers = shared_query(scope["query_string"]), FirstHeaders(scope["headers"])
         state, job_id = scope["state"], path.get("job_id", "")
         return Call(
             self.runtime,

@@ -1,0 +1,49 @@
+"""The hot routes parse a query string once and share it (web/hot_routes.py's shared_query and
+options_of): what a request reads must be what a fresh parse would give, whatever was parsed
+before it."""
+
+from __future__ import annotations
+
+import pytest
+
+from lmstfy_py.config import Defaults
+from lmstfy_py.errors import InvalidParameter
+from lmstfy_py.web import hot_routes, params
+from lmstfy_py.web.hot_routes import Query, options_of, shared_query
+
+
+def test_the_same_string_is_parsed_once_and_read_as_a_fresh_parse() -> None:
+    raw = b"token=t&delay=5&ttl=60&tries=3&priority=2"
+    first, again = shared_query(raw), shared_query(raw)
+    assert first is again
+    defaults = Defaults()
+    options = options_of(first, params.publish_options, defaults)
+    assert options_of(again, params.publish_options, defaults) is options
+    assert options == params.publish_options(Query(raw), defaults)
+
+
+def test_options_follow_the_defaults_they_were_read_with() -> None:
+    query = shared_query(b"token=t")  # every option left to the defaults
+    short, long = Defaults(ttl=10, tries=2), Defaults(ttl=99, tries=7)
+    assert (
+        options_of(query, params.publish_options, short).ttl_ms,
+        options_of(query, params.publish_options, short).tries,
+    ) == (10_000, 2)
+    assert options_of(query, params.publish_options, long).ttl_ms == 99_000
+    assert options_of(query, params.publish_options, long).tries == 7
+    assert options_of(query, params.consume_options, Defaults(ttr=30)).ttr_ms == 30_000  # another parser, its own
+
+
+def test_a_refused_query_is_refused_every_time() -> None:
+    query = shared_query(b"token=t&delay=x")
+    for _ in range(2):
+        with pytest.raises(InvalidParameter, match="delay"):
+            options_of(query, params.publish_options, Defaults())
+
+
+def test_the_table_of_strings_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hot_routes, "QUERIES_KEPT", 8)
+    for n in range(20):
+        query = shared_query(b"token=t&ack=q:%d" % n)
+        assert query.getlist("ack") == [f"q:{n}"]
+        assert len(hot_routes._queries) <= 8

@@ -66,13 +66,17 @@ class FirstHeaders(Headers):
 
 # A client sends the same query string again and again (its token, delay, ttl, tries; its ttr and
 # timeout): it is parsed once, and so are the options read from it (options_of). Parsing a
-# publish's was ~6 % of its server CPU. Bounded: past QUERIES_KEPT strings (a worker's consumes
-# carry ever new ACK ids) the next is parsed into an empty table. Shared Queries are only read.
+# publish's was ~6 % of its server CPU. Bounded: past QUERIES_KEPT strings the next is parsed into
+# an empty table; a string over KEPT_LENGTH (a worker's consume carrying up to 100 ACK ids, never
+# sent twice) is not kept. Shared Queries are only read.
 QUERIES_KEPT = 1024
+KEPT_LENGTH = 512
 _queries: dict[bytes, Query] = {}
 
 
 def shared_query(raw: bytes) -> Query:
+    if len(raw) > KEPT_LENGTH:
+        return Query(raw)
     query = _queries.get(raw)
     if query is None:
         if len(_queries) >= QUERIES_KEPT:

@@ -47,3 +47,11 @@ def test_the_table_of_strings_is_bounded(monkeypatch: pytest.MonkeyPatch) -> Non
         query = shared_query(b"token=t&ack=q:%d" % n)
         assert query.getlist("ack") == [f"q:{n}"]
         assert len(hot_routes._queries) <= 8
+
+
+def test_a_long_string_is_parsed_each_time_and_not_kept() -> None:
+    raw = b"token=t&ack=" + b",".join(b"q:01J%023d" % n for n in range(100))  # a worker's consume
+    first = shared_query(raw)
+    assert first.getlist("ack") == [raw.split(b"ack=")[1].decode()]
+    assert shared_query(raw) is not first
+    assert raw not in hot_routes._queries

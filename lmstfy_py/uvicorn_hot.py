@@ -8,8 +8,9 @@ docs/PERFORMANCE.md ("Whole requests answered by the connection").
 
 A client cannot tell the two ways apart: the bytes are those RequestResponseCycle.send writes
 (the Date header, the answer's headers in order, `Connection: close` when the request or a stop
-asks for it), and an answer given before the handler took the body ends the connection, as
-web/request_body.py does for the ASGI way; tests/e2e/test_whole_requests.py holds the two ways to
+asks for it); an answer waits, as there, while the client leaves earlier ones unread; and an
+answer given before the handler took the body ends the connection, as web/request_body.py does
+for the ASGI way; tests/e2e/test_whole_requests.py holds the two ways to
 the same bytes. A request still waiting for its body, or asking `Expect: 100-continue`, and every
 other route, goes the ASGI way as uvicorn runs it. The answer still runs in a task of its own, as
 uvicorn's would: a stop waits for it (`server_state.tasks`), and redis-py's reads need a task
@@ -98,6 +99,10 @@ class HotAnswers(HttpToolsProtocol):
             if not taken and has_body(scope):  # request_body.py's rule
                 answer[1].append(_CLOSE)
                 cycle.keep_alive = False
+            # As RequestResponseCycle.send: a client not reading its answers holds the next ones
+            # back (and, pipelining, its next requests), not the server's memory.
+            if self.flow.write_paused and not cycle.disconnected:
+                await self.flow.drain()
             self._write(cycle, answer)
 
         try:

@@ -15,6 +15,7 @@ import re
 import socket
 import time
 
+import httpx
 import pytest
 
 from benchmarks.harness.lmstfy_servers import NS, Server
@@ -137,3 +138,30 @@ def test_an_http_1_0_request_is_answered_and_its_connection_closed(server: Serve
         answer = read_answer(sock)
         assert (answer.status, answer.headers.get("connection")) == (201, "close")
         assert closed_by_server(sock, 2.0)
+
+
+BIG_BODY = b"x" * 20_000  # ~27 KB of base64 in a consumed job
+PREFILLED = 1_000
+PIPELINED = 10  # consumes of 100 jobs, ~2.7 MB of answer each
+
+
+def test_a_client_that_does_not_read_its_answers_stops_the_server_from_taking_more_requests(
+    server: Server, token: str
+) -> None:
+    """Pipelined consumes whose answers the client leaves unread: the server waits for the first
+    answers to drain before it serves the next requests (as uvicorn's ASGI cycle and hypercorn do),
+    instead of reserving every job and holding the answers in its own memory."""
+    queue = f"{QUEUE}-unread"
+    with httpx.Client(base_url=server.data_url, params={"token": token}, timeout=30) as client:
+        for _ in range(PREFILLED // 50):
+            bulk = client.put(f"/api/{NS}/{queue}/bulk", json=[BIG_BODY.decode()] * 50)
+            assert bulk.status_code == 201, bulk.text
+    consume = head("GET", f"/api/{NS}/{queue}?token={token}&count=100&ttr=600")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting: a small window
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(consume * PIPELINED)  # and never read
+        time.sleep(3)
+        stats = httpx.get(f"{server.data_url}/api/{NS}/{queue}/stats", params={"token": token}, timeout=5).json()
+    # The kernel's buffers on loopback take a few MB (~2 answers here); ten answers (~27 MB) do not fit.
+    assert stats["reserved"] <= PREFILLED // 2, stats

@@ -33,12 +33,13 @@ from lmstfy_py.web.request_body import has_body
 
 log = logging.getLogger(__name__)
 
-# What uvicorn's run_asgi sends for an exception before the answer began.
-_500 = (
-    STATUS_LINE[500] + b"content-type: text/plain; charset=utf-8\r\ncontent-length: 21\r\nconnection: close\r\n\r\n"
-    b"Internal Server Error"
-)
 _CLOSE = (b"connection", b"close")
+# What uvicorn's run_asgi sends for an exception before the answer began (send_500_response).
+_500: Answer = (
+    500,
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"21"), _CLOSE],
+    b"Internal Server Error",
+)
 
 
 class HotAnswers(HttpToolsProtocol):
@@ -58,7 +59,7 @@ class HotAnswers(HttpToolsProtocol):
             super().data_received(data)
         finally:
             self._reading = False
-        held, self._held = self._held, None
+            held, self._held = self._held, None
         if held is not None:
             self._start(held)
 
@@ -93,6 +94,8 @@ class HotAnswers(HttpToolsProtocol):
         async def receive() -> Message:
             nonlocal taken
             taken = True
+            if not cycle.disconnected:  # as uvicorn's receive: a body past 64 KiB had paused reading
+                self.flow.resume_reading()
             return body
 
         async def write(answer: Answer) -> None:
@@ -110,7 +113,8 @@ class HotAnswers(HttpToolsProtocol):
         except BaseException as exc:  # as uvicorn's run_asgi
             log.error("Exception in ASGI application", exc_info=exc)
             if not cycle.response_started and not cycle.disconnected:
-                self.transport.write(_500)
+                cycle.keep_alive = False
+                self._write(cycle, _500)
             self.transport.close()
 
     def _write(self, cycle: RequestResponseCycle, answer: Answer) -> None:

@@ -66,22 +66,27 @@ class FirstHeaders(Headers):
 
 # A client sends the same query string again and again (its token, delay, ttl, tries; its ttr and
 # timeout): it is parsed once, and so are the options read from it (options_of). Parsing a
-# publish's was ~6 % of its server CPU. Bounded: past QUERIES_KEPT strings the next is parsed into
-# an empty table; a string over KEPT_LENGTH (a worker's consume carrying up to 100 ACK ids, never
-# sent twice) is not kept. Shared Queries are only read.
-QUERIES_KEPT = 1024
+# publish's was ~6 % of its server CPU. Kept only for strings a client repeats, and bounded (the
+# parse runs before the token is checked, so anyone can send new strings): none over KEPT_LENGTH
+# bytes or KEPT_PARAMS parameters, none naming ids (a publish's `job_id`, a batch ACK's, a
+# consume's `ack`: new in each request), and past QUERIES_KEPT strings the table starts again.
+# At most ~2 MB a process. Shared Queries are only read.
+QUERIES_KEPT = 256
 KEPT_LENGTH = 512
+KEPT_PARAMS = 16
+_PER_REQUEST = ("job_id", "ack")
 _queries: dict[bytes, Query] = {}
 
 
 def shared_query(raw: bytes) -> Query:
-    if len(raw) > KEPT_LENGTH:
-        return Query(raw)
     query = _queries.get(raw)
-    if query is None:
+    if query is not None:
+        return query
+    query = Query(raw)
+    if len(raw) <= KEPT_LENGTH and len(query._list) <= KEPT_PARAMS and not any(k in query._dict for k in _PER_REQUEST):
         if len(_queries) >= QUERIES_KEPT:
             _queries.clear()
-        query = _queries[raw] = Query(raw)
+        _queries[raw] = query
     return query
 
 

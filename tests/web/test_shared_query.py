@@ -44,9 +44,10 @@ def test_a_refused_query_is_refused_every_time() -> None:
 def test_the_table_of_strings_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hot_routes, "QUERIES_KEPT", 8)
     for n in range(20):
-        query = shared_query(b"token=t&ack=q:%d" % n)
-        assert query.getlist("ack") == [f"q:{n}"]
+        query = shared_query(b"token=t&delay=%d" % n)
+        assert query.getlist("delay") == [str(n)]
         assert len(hot_routes._queries) <= 8
+    assert shared_query(b"token=t&delay=19") is query  # kept since the table last started again
 
 
 def test_a_long_string_is_parsed_each_time_and_not_kept() -> None:
@@ -55,3 +56,19 @@ def test_a_long_string_is_parsed_each_time_and_not_kept() -> None:
     assert first.getlist("ack") == [raw.split(b"ack=")[1].decode()]
     assert shared_query(raw) is not first
     assert raw not in hot_routes._queries
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"token=t&job_id=order-1",  # a business id: new in each publish
+        b"token=t&job_id=01J0,01J1",  # a batch ACK's ids
+        b"token=t&ack=q:01J0",  # a consume carrying ACKs
+        b"&".join(b"p%d=1" % n for n in range(17)),  # more parameters than any route reads
+    ],
+)
+def test_a_string_not_sent_twice_is_parsed_but_not_kept(raw: bytes) -> None:
+    query = shared_query(raw)
+    assert query.getlist("token") in (["t"], [])
+    assert raw not in hot_routes._queries
+    assert shared_query(raw) is not query

@@ -77,7 +77,7 @@ class HotAnswers(HttpToolsProtocol):
             self._start(cycle)
 
     def _start(self, cycle: RequestResponseCycle) -> None:
-        if cycle.more_body and has_body(_scope(cycle)):
+        if cycle.more_body:  # its body is still coming (a bodyless request's message ends with its head)
             super()._start_asgi_task(cycle, self.app)
             return
         task = self.loop.create_task(self._answer(cycle))

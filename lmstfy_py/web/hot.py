@@ -67,7 +67,7 @@ class HotRoutes:
         self._hot = RequestBodyMiddleware(self._answer, timeout=runtime.config.server.body_timeout)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._dispatch(scope):
+        if self.accepts(scope):
             await self._hot(scope, receive, send)
         else:
             await self.app(scope, receive, send)

@@ -90,11 +90,9 @@ def shared_query(raw: bytes) -> Query:
     return query
 
 
-def options_of(query: QueryParams, parse: Callable[[QueryParams, Defaults], T], defaults: Defaults) -> T:
-    """parse(query, defaults), once per query string and defaults for a Query (a parser is a pure
-    function of both; its options are frozen). A query it refuses is parsed, and refused, each time."""
-    if not isinstance(query, Query):
-        return parse(query, defaults)
+def options_of(query: Query, parse: Callable[[QueryParams, Defaults], T], defaults: Defaults) -> T:
+    """parse(query, defaults), once per query string and defaults (a parser is a pure function of
+    both; its options are frozen). A query it refuses is parsed, and refused, each time."""
     found = query.options.get(parse)
     if found is None or found[0] is not defaults:  # `is`: defaults held here cannot be mistaken by id
         found = query.options[parse] = (defaults, parse(query, defaults))
@@ -109,7 +107,7 @@ class Call:
     state: dict[str, Any]  # the ASGI scope's: the pool and the namespace for metrics and logs
     ns: str
     queue: str  # "q1,q2,..." for a consume
-    query: QueryParams
+    query: Query  # shared_query's: both ways in build it
     headers: Headers
     read_body: Callable[[], Awaitable[bytes]]
     job_id: str = ""  # an ACK's, from its path

@@ -212,8 +212,10 @@ class Lean:
             logs.current_request.reset(logged)
         seconds = time.perf_counter() - started
         template = JOB_TEMPLATE if request.route == ACK else QUEUE_TEMPLATE
-        metrics.observe_request("data", request.method, template, answer.status, seconds)
-        metrics.observe_lmstfy_request(request.pool, request.ns, GIN[template], request.method, answer.status, seconds)
+        lmstfy = request.pool, request.ns, GIN[template]
+        counted = metrics.request_series("data", request.method, template, answer.status, lmstfy)
+        if counted is not None:
+            counted.observe(seconds)
         return answer
 
     async def _authorize(

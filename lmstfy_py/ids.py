@@ -9,24 +9,30 @@ version prefix ("1"), which makes its id 27 chars long.
 
 from __future__ import annotations
 
-import base64
-import os
+import random
 import re
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
-# RFC 4648's base32 digits, in the same order of values as Crockford's.
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET.encode())
+# Every ten bits spelled as two digits: a ULID's 130 bits (the top 2 zero) are 13 lookups.
+_PAIRS = [_ALPHABET[i >> 5] + _ALPHABET[i & 31] for i in range(1024)]
+_PAIR_VALUES = {pair: i for i, pair in enumerate(_PAIRS)}
 ULID_LEN = 26
 VERSION_WITH_ATTRIBUTES = 1
 _ID_RE = re.compile(r"[0-9]?[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
 
 def _encode(value: int) -> str:
-    # Every publish makes an id: base64's base32 (C table lookups) is 3x faster here than 26 turns
-    # of a Python loop. 128 bits shifted by 30 fill 20 bytes, 32 digits; the first 26 are the ULID.
-    return base64.b32encode((value << 30).to_bytes(20, "big"))[:ULID_LEN].translate(_TO_CROCKFORD).decode()
+    # Every publish makes an id: 13 table lookups cost a third of base64's base32 (a Python loop
+    # over 5-byte groups in 3.11) and a tenth of 26 turns of a digit loop.
+    p = _PAIRS
+    return (
+        p[value >> 120 & 1023] + p[value >> 110 & 1023] + p[value >> 100 & 1023] + p[value >> 90 & 1023]
+        + p[value >> 80 & 1023] + p[value >> 70 & 1023] + p[value >> 60 & 1023] + p[value >> 50 & 1023]
+        + p[value >> 40 & 1023] + p[value >> 30 & 1023] + p[value >> 20 & 1023] + p[value >> 10 & 1023]
+        + p[value & 1023]
+    )  # fmt: skip
 
 
 def _decode(text: str) -> int:
@@ -39,8 +45,10 @@ def _decode(text: str) -> int:
 def new_job_id(delay_seconds: int, version: int = 0, now_ms: int | None = None) -> str:
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
-    raw = (now_ms & (2**48 - 1)).to_bytes(6, "big") + os.urandom(6) + delay_seconds.to_bytes(4, "little")
-    ulid = _encode(int.from_bytes(raw, "big"))
+    # An id must be unique, not secret (it is used with a token): `random`'s bits, as the request
+    # ids', not a read of os.urandom per job; `random` reseeds itself in every forked worker.
+    delay = int.from_bytes(delay_seconds.to_bytes(4, "little"), "big")
+    ulid = _encode((now_ms & (2**48 - 1)) << 80 | random.getrandbits(48) << 32 | delay)
     return f"{version}{ulid}" if version else ulid
 
 
@@ -70,7 +78,10 @@ def _raw(job_id: str) -> bytes:
 
 
 def timestamp_ms(job_id: str) -> int:
-    return int.from_bytes(_raw(job_id)[:6], "big")
+    """When an id of ours (is_valid) was made: its first ten digits, read two at a time (every
+    consumed and every ACKed job asks; a digit loop over the whole id took 3x as long)."""
+    ulid, v = strip_version(job_id)[0], _PAIR_VALUES
+    return v[ulid[0:2]] << 40 | v[ulid[2:4]] << 30 | v[ulid[4:6]] << 20 | v[ulid[6:8]] << 10 | v[ulid[8:10]]
 
 
 def delay_seconds(job_id: str) -> int:

@@ -39,12 +39,12 @@ from lmstfy_py.metrics.pending import FLUSH_S, Flusher, flush
 from lmstfy_py.metrics.process import register as register_process
 from lmstfy_py.metrics.recording import (
     EngineMetrics,
-    observe_lmstfy_request,
-    observe_request,
+    RequestSeries,
     otlp_spans_dropped,
     push_consumed,
     pushed,
     rate_limit_hit,
+    request_series,
 )
 from lmstfy_py.metrics.redis_commands import redis_command_counter
 
@@ -55,12 +55,11 @@ __all__ = [
     "Collector",
     "EngineMetrics",
     "Flusher",
+    "RequestSeries",
     "directory",
     "exposition",
     "flush",
     "new_directory",
-    "observe_lmstfy_request",
-    "observe_request",
     "otlp_spans_dropped",
     "push_consumed",
     "pushed",
@@ -68,4 +67,5 @@ __all__ = [
     "redis_command_counter",
     "register_process",
     "remove_directory",
+    "request_series",
 ]

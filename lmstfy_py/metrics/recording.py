@@ -103,18 +103,40 @@ def _never_raises(record: Callable[P, None]) -> Callable[P, None]:
 # -- what the web layer reports ------------------------------------------------------------
 
 
-@_never_raises
-def observe_request(app: str, method: str, route: str, status: int, seconds: float) -> None:
-    """One answered HTTP request of either app, by route template (never the raw path)."""
-    series(HTTP_SECONDS, app, method, route, str(status)).observe(seconds)
+class RequestSeries:
+    """The series one kind of answered request counts in: lmstfy-py's by app, method, route template
+    and status, and on the data port lmstfy's own HTTP families (`lmstfy`: pool, namespace, gin api);
+    like lmstfy, latency only of 2xx answers. web/instrument.py keeps one per kind of request, so an
+    answer costs three buffered steps, not three label lookups."""
+
+    __slots__ = ("codes", "latency_ms", "seconds")
+
+    def __init__(self, app: str, method: str, route: str, status: int, lmstfy: tuple[str, str, str] | None) -> None:
+        self.seconds = series(HTTP_SECONDS, app, method, route, str(status))
+        self.codes = self.latency_ms = None
+        if lmstfy is not None:
+            pool, ns, api = lmstfy
+            self.codes = series(HTTP_CODES, pool, ns, api, method, str(status))
+            if status < 300:
+                self.latency_ms = series(HTTP_LATENCY_MS, pool, ns, api, method)
+
+    def observe(self, seconds: float) -> None:
+        self.seconds.observe(seconds)
+        if self.codes is not None:
+            self.codes.inc()
+        if self.latency_ms is not None:
+            self.latency_ms.observe(seconds * 1000)
 
 
-@_never_raises
-def observe_lmstfy_request(pool: str, ns: str, api: str, method: str, status: int, seconds: float) -> None:
-    """lmstfy's own HTTP families of the data port; like lmstfy, latency only of 2xx answers."""
-    series(HTTP_CODES, pool, ns, api, method, str(status)).inc()
-    if status < 300:
-        series(HTTP_LATENCY_MS, pool, ns, api, method).observe(seconds * 1000)
+def request_series(
+    app: str, method: str, route: str, status: int, lmstfy: tuple[str, str, str] | None
+) -> RequestSeries | None:
+    """RequestSeries(...), or None (logged) when its series cannot be made (a full disk)."""
+    try:
+        return RequestSeries(app, method, route, status, lmstfy)
+    except Exception:
+        log.exception("metrics: the series of a request could not be made")
+        return None
 
 
 @_never_raises

@@ -21,20 +21,21 @@ def _b64(data: bytes) -> str:
 
 def job_json(job: Job, consumed: bool) -> dict[str, Any]:
     """lmstfy's job object; `consumed` adds its "msg"."""
-    shown: dict[str, Any] = {"msg": "new job"} if consumed else {}
-    shown.update(
-        namespace=job.namespace,
-        queue=job.queue,
-        job_id=job.job_id,
-        data=_b64(job.body),
-        ttl=job.ttl,
-        elapsed_ms=job.elapsed_ms,
-        remain_tries=job.remain_tries,
+    trace = job.trace
+    shown = {
+        "namespace": job.namespace,
+        "queue": job.queue,
+        "job_id": job.job_id,
+        "data": _b64(job.body),
+        "ttl": job.ttl,
+        "elapsed_ms": job.elapsed_ms,
+        "remain_tries": job.remain_tries,
         # lmstfy answers null for a versioned job published without any attribute.
-        attributes=job.attributes or None,
-    )
-    shown.update(trace_json(job.trace))
-    return shown
+        "attributes": job.attributes or None,
+        "traceparent": None if trace is None else trace.traceparent,  # trace_json's, in line: per job
+        "tracestate": None if trace is None else trace.tracestate,
+    }
+    return {"msg": "new job", **shown} if consumed else shown
 
 
 def trace_json(trace: TraceContext | None) -> dict[str, str | None]:
@@ -99,9 +100,13 @@ def consumed_body(jobs: Sequence[Job], count: int) -> bytes:
     return json_bytes([job_json(job, consumed=True) for job in jobs])
 
 
+# JSONResponse.render's settings; json.dumps would make an encoder per call for them.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+
+
 def json_bytes(content: Any) -> bytes:
     # JSONResponse.render's bytes, for the answers web/hot.py gives without a Response.
-    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode()
+    return _ENCODER.encode(content).encode()
 
 
 def published_many(results: Sequence[Published], ids_given: bool) -> Response:

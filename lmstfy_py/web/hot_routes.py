@@ -128,8 +128,33 @@ def call_of(request: Request) -> Call:
     return Call(runtime_of(request), state, path["ns"], path["queue"], query, request.headers, read_body, job_id)
 
 
+# Names that passed the checks (a pure function of the strings), so a client's next request with
+# them costs one lookup, not four regular expressions and encodings. Bounded like the query table.
+NAMES_KEPT = 4096
+_checked_names: set[tuple[str, str]] = set()
+_queue_lists: dict[tuple[str, str], list[str]] = {}
+
+
+def _check_names(ns: str, queue: str) -> None:
+    if (ns, queue) not in _checked_names:
+        params.check_names(ns, queue)  # raises for bad names: those are never kept
+        if len(_checked_names) >= NAMES_KEPT:
+            _checked_names.clear()
+        _checked_names.add((ns, queue))
+
+
+def _queue_list(ns: str, queues: str) -> list[str]:
+    found = _queue_lists.get((ns, queues))
+    if found is None:
+        found = params.queue_list(ns, queues)
+        if len(_queue_lists) >= NAMES_KEPT:
+            _queue_lists.clear()
+        _queue_lists[ns, queues] = found
+    return list(found)  # the caller's own: the kept one stays as checked
+
+
 async def _target(call: Call, scope: int) -> Target:
-    params.check_names(call.ns, call.queue)
+    _check_names(call.ns, call.queue)
     return await check_token(call.runtime, call.state, call.ns, call.queue, call.token, scope)
 
 
@@ -156,7 +181,7 @@ async def consume(call: Call) -> tuple[list[Job], int]:
     namespace first, as the batch ACK would: a worker's ACKs ride on its next consume. They stay
     ACKed whatever the consume then answers; a refused request (400, 429) ACKs nothing.
     """
-    queues = params.queue_list(call.ns, call.queue)
+    queues = _queue_list(call.ns, call.queue)
     if not queues:  # a name error (400) comes before the token's (SPEC 15's order)
         raise InvalidParameter("invalid queue name(s)")
     target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token, CONSUME)

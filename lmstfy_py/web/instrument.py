@@ -49,21 +49,51 @@ def _get_only(path: str, endpoint: object) -> Route:
 ROUTES: list[BaseRoute] = [_get_only("/metrics", scrape)]
 
 
+# A kind of answered request -> its series, for requests whose route and pool are known (every
+# label follows from these): (app name, route template, method, status, namespace label, pool).
+# Bounded, as clients choose namespaces (labels only once authenticated, see above).
+_kinds: dict[tuple[str, str, str, int, str, str], metrics.RequestSeries] = {}
+KINDS_KEPT = 4096
+
+
 def record(scope: Scope, status: int, seconds: float) -> None:
     """Counts a finished request and its latency by app, route template, method and status.
 
     On the data app it also feeds lmstfy's own HTTP families (pool, namespace, gin-style api).
+    A metric that cannot be written fails no request (metrics/recording.py).
     """
+    state = scope.get("state", {})
+    route, pool = matched_route(scope), state.get("pool")
+    key = None
+    if route is not None and pool is not None:
+        app_name: str = getattr(scope["app"].state, "name", "")
+        key = (app_name, route.path, scope["method"], status, state.get(LABELLED_NAMESPACE, ""), pool)
+        found = _kinds.get(key)
+        if found is not None:
+            found.observe(seconds)
+            return
+    made = _series_of(scope, status)
+    if made is None:
+        return
+    if key is not None:
+        if len(_kinds) >= KINDS_KEPT:
+            _kinds.clear()
+        _kinds[key] = made
+    made.observe(seconds)
+
+
+def _series_of(scope: Scope, status: int) -> metrics.RequestSeries | None:
     app = scope["app"]
     name: str = getattr(app.state, "name", "")
     route = matched_route(scope)
     template = route.path if route is not None else UNMATCHED
     method = scope["method"] if scope["method"] in METHODS else "other"  # any token is a method to HTTP
-    metrics.observe_request(name, method, template, status, seconds)
+    lmstfy = None
     if name == "data":
         api = gin_path(template) if route is not None else ""  # gin's FullPath of no route
         ns = scope.get("state", {}).get(LABELLED_NAMESPACE, "")
-        metrics.observe_lmstfy_request(_pool(scope, app, route), ns, api, method, status, seconds)
+        lmstfy = _pool(scope, app, route), ns, api
+    return metrics.request_series(name, method, template, status, lmstfy)
 
 
 def matched_route(scope: Scope) -> Route | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 
 import pytest
@@ -30,3 +31,27 @@ def test_a_new_id_carries_its_time_and_delay() -> None:
     versioned = ids.new_job_id(0, ids.VERSION_WITH_ATTRIBUTES, now_ms)
     assert versioned.startswith("1") and ids.strip_version(versioned)[1] == 1
     assert ids.timestamp_ms(versioned) == now_ms
+
+
+def _ids_made_in_a_child(now_ms: int) -> list[str]:
+    return [ids.new_job_id(0, now_ms=now_ms) for _ in range(1000)]
+
+
+def test_ids_of_one_millisecond_differ_within_a_process_and_across_forked_workers() -> None:
+    # The random bits are `random`'s: forked workers must not repeat each other's (or the parent's).
+    now_ms = time.time_ns() // 1_000_000
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        made = pool.map(_ids_made_in_a_child, [now_ms, now_ms])
+    made.append(_ids_made_in_a_child(now_ms))
+    every = [job_id for batch in made for job_id in batch]
+    assert len(set(every)) == len(every) == 3000
+    assert all(ids.timestamp_ms(job_id) == now_ms and ids.delay_seconds(job_id) == 0 for job_id in every)
+
+
+@pytest.mark.parametrize("now_ms", [0, 1, 1_700_000_000_123, 2**48 - 1])
+def test_the_time_read_back_is_the_time_written_at_the_edges_of_48_bits(now_ms: int) -> None:
+    for version in (0, ids.VERSION_WITH_ATTRIBUTES):
+        job_id = ids.new_job_id(2**32 - 1, version, now_ms)
+        assert (ids.timestamp_ms(job_id), ids.delay_seconds(job_id)) == (now_ms, 2**32 - 1)
+        assert ids.timestamp_ms(job_id) == int.from_bytes(ids._raw(job_id)[:6], "big")

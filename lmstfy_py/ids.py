@@ -1,4 +1,4 @@
-"""Job ids, compatible with lmstfy's.
+"""Job ids, compatible with lmstfy's, and request ids.
 
 A job id is a ULID (48-bit millisecond timestamp + 80 random bits, Crockford
 base32, 26 chars) whose last 4 bytes are overwritten with the publish delay in
@@ -9,6 +9,7 @@ version prefix ("1"), which makes its id 27 chars long.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import time
@@ -19,6 +20,12 @@ _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
 _PAIRS = [_ALPHABET[i >> 5] + _ALPHABET[i & 31] for i in range(1024)]
 _PAIR_VALUES = {pair: i for i, pair in enumerate(_PAIRS)}
 ULID_LEN = 26
+# The random bits of ids (job ids, request ids): a generator of our own, so that an application
+# embedding the server and seeding `random` for itself cannot make every replica repeat the same
+# ids; seeded afresh in every forked worker, as `random`'s own is.
+_random = random.Random()
+os.register_at_fork(after_in_child=_random.seed)
+random_bits = _random.getrandbits
 VERSION_WITH_ATTRIBUTES = 1
 _ID_RE = re.compile(r"[0-9]?[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
@@ -45,10 +52,10 @@ def _decode(text: str) -> int:
 def new_job_id(delay_seconds: int, version: int = 0, now_ms: int | None = None) -> str:
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
-    # An id must be unique, not secret (it is used with a token): `random`'s bits, as the request
-    # ids', not a read of os.urandom per job; `random` reseeds itself in every forked worker.
+    # An id must be unique, not secret (it is used with a token): a fast generator's bits, not a
+    # read of os.urandom per job (a syscall).
     delay = int.from_bytes(delay_seconds.to_bytes(4, "little"), "big")
-    ulid = _encode((now_ms & (2**48 - 1)) << 80 | random.getrandbits(48) << 32 | delay)
+    ulid = _encode((now_ms & (2**48 - 1)) << 80 | random_bits(48) << 32 | delay)
     return f"{version}{ulid}" if version else ulid
 
 
@@ -92,3 +99,15 @@ def elapsed_ms(job_id: str, now_ms: int | None = None) -> int:
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
     return max(0, now_ms - timestamp_ms(job_id))
+
+
+# A caller's X-Request-ID is echoed back only if it cannot garble a log line or a header.
+_SANE_REQUEST_ID = re.compile(r"[-A-Za-z0-9_.:+/=]{1,128}")
+
+
+def request_id(incoming: str | None) -> str:
+    """A request's id: the caller's, if sane, else 128 random bits in hex, like a uuid4 without its
+    read of os.urandom per request (random_bits is seeded afresh in every forked worker)."""
+    if incoming is not None and _SANE_REQUEST_ID.fullmatch(incoming):
+        return incoming
+    return f"{random_bits(128):032x}"

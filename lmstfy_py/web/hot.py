@@ -12,7 +12,7 @@ run too: the checks, parameters, store call and errors are one code, and the ans
 web/answers.py's. What it skips is Starlette's per-request objects (Request, QueryParams,
 Response) and what the app's stack does around a handler, done here in one frame:
 RequestMiddleware's request id, error rendering, metrics and access log (the same functions:
-`request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
+ids.py's `request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
 regex matching, the endpoint wrapper, the response's own ASGI call and the `send` wrappers. The
 body deadline is RequestBodyMiddleware's, as in the app. Measured in docs/PERFORMANCE.md
 (issue 27).
@@ -28,12 +28,12 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from lmstfy_py import logs
+from lmstfy_py import ids, logs
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import answers, data, events, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot_routes import Call, FirstHeaders, shared_query
-from lmstfy_py.web.middleware import request_done, request_id
+from lmstfy_py.web.middleware import request_done
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 _PREFIX = "/api/"
@@ -111,7 +111,7 @@ class HotRoutes:
         """RequestMiddleware's work and the route's call, in one frame; `write` sends the answer (an
         ASGI send, or uvicorn_serve.py's write of a whole answer to its connection)."""
         started = time.perf_counter()
-        rid = request_id(_first_header(scope, _REQUEST_ID))
+        rid = ids.request_id(_first_header(scope, _REQUEST_ID))
         scope.setdefault("state", {})["request_id"] = rid
         logged_request = logs.current_request.set(scope)
         log_it = self.runtime.access_log_switch.on  # accesslog.enabled's answer, without its lookups

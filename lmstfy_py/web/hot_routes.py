@@ -129,8 +129,13 @@ def call_of(request: Request) -> Call:
 
 
 # Names that passed the checks (a pure function of the strings), so a client's next request with
-# them costs one lookup, not four regular expressions and encodings. Bounded like the query table.
+# them costs one lookup, not four regular expressions and encodings. Checked before the token, so
+# anyone can send new names: bounded like the query table. A namespace and queue are at most 255
+# bytes each (~2.5 MB for NAMES_KEPT pairs); a consume's list is kept only up to LISTED_KEPT queues
+# and KEPT_LENGTH characters (~1.5 MB for LISTS_KEPT), as a list may be as long as a request head.
 NAMES_KEPT = 4096
+LISTS_KEPT = 1024
+LISTED_KEPT = 8
 _checked_names: set[tuple[str, str]] = set()
 _queue_lists: dict[tuple[str, str], list[str]] = {}
 
@@ -147,9 +152,11 @@ def _queue_list(ns: str, queues: str) -> list[str]:
     found = _queue_lists.get((ns, queues))
     if found is None:
         found = params.queue_list(ns, queues)
-        if len(_queue_lists) >= NAMES_KEPT:
-            _queue_lists.clear()
-        _queue_lists[ns, queues] = found
+        # An empty list is refused by the caller: not kept.
+        if found and len(found) <= LISTED_KEPT and len(queues) <= KEPT_LENGTH:
+            if len(_queue_lists) >= LISTS_KEPT:
+                _queue_lists.clear()
+            _queue_lists[ns, queues] = found
     return list(found)  # the caller's own: the kept one stays as checked
 
 

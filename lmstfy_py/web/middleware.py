@@ -11,8 +11,6 @@ without Starlette's per-request exception wrapper.
 
 from __future__ import annotations
 
-import random
-import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lmstfy_py import logs
+from lmstfy_py import ids, logs
 from lmstfy_py.config import ServerConfig
 from lmstfy_py.web import accesslog, instrument
 from lmstfy_py.web.errors import as_lmstfy_error, render
@@ -37,16 +35,6 @@ if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
 
 REQUEST_ID_HEADER = "X-Request-ID"
-# A caller's id is echoed back only if it cannot garble a log line or a header.
-_SANE_REQUEST_ID = re.compile(r"[-A-Za-z0-9_.:+/=]{1,128}")
-
-
-def request_id(incoming: str | None) -> str:
-    if incoming is not None and _SANE_REQUEST_ID.fullmatch(incoming):
-        return incoming
-    # 128 random bits like a uuid4, without its read of os.urandom per request; `random`
-    # reseeds itself in every forked worker, so workers never repeat each other's ids.
-    return f"{random.getrandbits(128):032x}"
 
 
 class RequestMiddleware:
@@ -67,7 +55,7 @@ class RequestMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        rid = request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        rid = ids.request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
         scope.setdefault("state", {})["request_id"] = rid
         # What every log line written meanwhile names (req_id, pool, namespace, queue: logs.py).
         logged_request = logs.current_request.set(scope)

@@ -418,8 +418,11 @@ async def test_anonymous_requests_with_made_up_names_add_no_series(
             data.get(f"/api/{name}/{queue}/deadletter/size"),
             data.request(made_up().upper(), f"/api/{name}/{queue}"),
             data.delete(f"/api/{ns}/{queue}/job/01M80JAJJVYF6PEPP4G0F00000", headers={"X-Token": made_up()}),
+            data.put(
+                f"/api/{ns}/{queue}", content=b"x", headers={"X-Token": f"{made_up()}:{made_up()}"}
+            ),  # no such pool
         )
-        assert [a.status_code for a in answers] == [401, 401, 200, 200, 404, 401]
+        assert [a.status_code for a in answers] == [401, 401, 200, 200, 404, 401, 404]
 
     await anonymous_round()  # the first answer of each kind may make its (bounded) series
     await scrape(admin)  # a scrape is counted once answered: the next one shows it

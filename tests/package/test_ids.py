@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import random
 import time
 
 import pytest
@@ -55,3 +56,13 @@ def test_the_time_read_back_is_the_time_written_at_the_edges_of_48_bits(now_ms: 
         job_id = ids.new_job_id(2**32 - 1, version, now_ms)
         assert (ids.timestamp_ms(job_id), ids.delay_seconds(job_id)) == (now_ms, 2**32 - 1)
         assert ids.timestamp_ms(job_id) == int.from_bytes(ids._raw(job_id)[:6], "big")
+
+
+def test_an_application_seeding_random_does_not_make_ids_repeat() -> None:
+    # An embedding application (or a library it uses) may seed `random` for itself: replicas that
+    # all seeded 42 must still make different ids in the same millisecond.
+    now_ms = time.time_ns() // 1_000_000
+    random.seed(42)
+    first = ids.new_job_id(0, now_ms=now_ms)
+    random.seed(42)
+    assert ids.new_job_id(0, now_ms=now_ms) != first

@@ -72,3 +72,36 @@ def test_a_string_not_sent_twice_is_parsed_but_not_kept(raw: bytes) -> None:
     assert query.getlist("token") in (["t"], [])
     assert raw not in hot_routes._queries
     assert shared_query(raw) is not query
+
+
+# -- names checked once (hot_routes._check_names, _queue_list) -----------------------------------
+
+
+def test_checked_names_are_kept_bounded_and_bad_ones_refused_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hot_routes, "NAMES_KEPT", 8)
+    for n in range(20):
+        hot_routes._check_names("ns", f"q{n}")
+        assert len(hot_routes._checked_names) <= 8
+    assert ("ns", "q19") in hot_routes._checked_names
+    for bad in ("_private", "a b", "x" * 256):
+        for _ in range(2):
+            with pytest.raises(InvalidParameter):
+                hot_routes._check_names("ns", bad)
+        assert ("ns", bad) not in hot_routes._checked_names
+
+
+def test_a_queue_list_is_the_callers_own_and_only_short_lists_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hot_routes, "LISTS_KEPT", 8)
+    first = hot_routes._queue_list("ns", "a,,b")
+    first.append("mutated")
+    assert hot_routes._queue_list("ns", "a,,b") == ["a", "b"]
+    for n in range(20):
+        hot_routes._queue_list("ns", f"a,q{n}")
+        assert len(hot_routes._queue_lists) <= 8
+    # Sent before the token is checked: a list as long as a request head, or of many queues, is
+    # checked each time and never kept; nor is an empty one (the caller refuses it).
+    for queues in (",".join(f"q{n}" for n in range(9)), ",".join(["q" * 200] * 3), ",,"):
+        assert hot_routes._queue_list("ns", queues) == [q for q in queues.split(",") if q]
+        assert ("ns", queues) not in hot_routes._queue_lists
+    with pytest.raises(InvalidParameter):
+        hot_routes._queue_list("ns", "a,_b")

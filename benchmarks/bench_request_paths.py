@@ -75,7 +75,6 @@ from lmstfy_py.web import create_data_app, params
 from lmstfy_py.web.answers import job_json
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot import HotRoutes
-from lmstfy_py.web.middleware import request_id
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 PATHS = ("starlette", "app", "lean", "raw")
@@ -193,7 +192,7 @@ class Lean:
                     token_header = value.decode("latin-1")
             elif name == b"enable-job-version" and not versioned:
                 versioned = value.decode("latin-1").upper() == "YES"
-        rid = request_id(incoming)
+        rid = ids.request_id(incoming)
         ns, queue = request.parts[0], request.parts[1]
         logged = logs.current_request.set({"state": {"request_id": rid}, "path_params": {"ns": ns, "queue": queue}})
         try:

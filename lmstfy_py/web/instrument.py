@@ -64,15 +64,15 @@ def record(scope: Scope, status: int, seconds: float) -> None:
     """
     state = scope.get("state", {})
     route, pool = matched_route(scope), state.get("pool")
+    app_name: str = getattr(scope["app"].state, "name", "")
     key = None
     if route is not None and pool is not None:
-        app_name: str = getattr(scope["app"].state, "name", "")
         key = (app_name, route.path, scope["method"], status, state.get(LABELLED_NAMESPACE, ""), pool)
         found = _kinds.get(key)
         if found is not None:
             found.observe(seconds)
             return
-    made = _series_of(scope, status)
+    made = _series_of(scope, app_name, route, status)
     if made is None:
         return
     if key is not None:
@@ -82,10 +82,9 @@ def record(scope: Scope, status: int, seconds: float) -> None:
     made.observe(seconds)
 
 
-def _series_of(scope: Scope, status: int) -> metrics.RequestSeries | None:
+def _series_of(scope: Scope, name: str, route: Route | None, status: int) -> metrics.RequestSeries | None:
+    """The series of a request of app `name` that `route` (matched_route's) took."""
     app = scope["app"]
-    name: str = getattr(app.state, "name", "")
-    route = matched_route(scope)
     template = route.path if route is not None else UNMATCHED
     method = scope["method"] if scope["method"] in METHODS else "other"  # any token is a method to HTTP
     lmstfy = None

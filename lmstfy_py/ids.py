@@ -13,6 +13,7 @@ import os
 import random
 import re
 import time
+from collections import deque
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
@@ -20,12 +21,22 @@ _DECODE = {c: i for i, c in enumerate(_ALPHABET)}
 _PAIRS = [_ALPHABET[i >> 5] + _ALPHABET[i & 31] for i in range(1024)]
 _PAIR_VALUES = {pair: i for i, pair in enumerate(_PAIRS)}
 ULID_LEN = 26
-# The random bits of ids (job ids, request ids): a generator of our own, so that an application
-# embedding the server and seeding `random` for itself cannot make every replica repeat the same
-# ids; seeded afresh in every forked worker, as `random`'s own is.
+# Request ids' random bits: a fast generator of our own, so that an application embedding the
+# server and seeding `random` for itself cannot make every replica repeat the same ids; seeded
+# afresh in every forked worker, as `random`'s own is. Every answer shows 128 of its bits, and a
+# few hundred answers give its state away: job ids do not use it (_job_id_bits).
 _random = random.Random()
 os.register_at_fork(after_in_child=_random.seed)
 random_bits = _random.getrandbits
+# Job ids' 48 random bits: the OS's generator, read for _BITS_READ ids at a time (a read per job
+# was a syscall per publish). An id need not be secret (every route that takes one also needs the
+# token), but it must not be guessable: a client allowed to publish on a queue could otherwise
+# publish first with the ids another client's next jobs will get, and those publishes would make
+# nothing (200 "duplicate"). Emptied in a forked worker, which must not repeat its parent's bits;
+# `popleft` and `extend` are atomic, so threads never share one.
+_BITS_READ = 1024
+_job_bits: deque[int] = deque()
+os.register_at_fork(after_in_child=_job_bits.clear)
 VERSION_WITH_ATTRIBUTES = 1
 _ID_RE = re.compile(r"[0-9]?[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
@@ -42,6 +53,15 @@ def _encode(value: int) -> str:
     )  # fmt: skip
 
 
+def _job_id_bits() -> int:
+    try:
+        return _job_bits.popleft()
+    except IndexError:
+        read = os.urandom(6 * _BITS_READ)
+        _job_bits.extend(int.from_bytes(read[i : i + 6], "big") for i in range(0, len(read), 6))
+        return _job_bits.popleft()
+
+
 def _decode(text: str) -> int:
     value = 0
     for char in text:
@@ -52,10 +72,8 @@ def _decode(text: str) -> int:
 def new_job_id(delay_seconds: int, version: int = 0, now_ms: int | None = None) -> str:
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
-    # An id must be unique, not secret (it is used with a token): a fast generator's bits, not a
-    # read of os.urandom per job (a syscall).
     delay = int.from_bytes(delay_seconds.to_bytes(4, "little"), "big")
-    ulid = _encode((now_ms & (2**48 - 1)) << 80 | random_bits(48) << 32 | delay)
+    ulid = _encode((now_ms & (2**48 - 1)) << 80 | _job_id_bits() << 32 | delay)
     return f"{version}{ulid}" if version else ulid
 
 

@@ -39,8 +39,10 @@ def _ids_made_in_a_child(now_ms: int) -> list[str]:
 
 
 def test_ids_of_one_millisecond_differ_within_a_process_and_across_forked_workers() -> None:
-    # The random bits are `random`'s: forked workers must not repeat each other's (or the parent's).
+    # Forked workers must not repeat each other's random bits, nor the parent's: it has some read
+    # ahead when it forks.
     now_ms = time.time_ns() // 1_000_000
+    ids.new_job_id(0, now_ms=now_ms)
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(2) as pool:
         made = pool.map(_ids_made_in_a_child, [now_ms, now_ms])
@@ -66,3 +68,15 @@ def test_an_application_seeding_random_does_not_make_ids_repeat() -> None:
     first = ids.new_job_id(0, now_ms=now_ms)
     random.seed(42)
     assert ids.new_job_id(0, now_ms=now_ms) != first
+
+
+def test_job_ids_do_not_follow_from_the_generator_that_request_ids_show() -> None:
+    # Every answer's X-Request-ID shows 128 bits of that generator, and a few hundred answers give
+    # its state away: were job ids made from it, a client could predict another's next ids and take
+    # them first by publishing with them (its publishes would then make nothing: "duplicate").
+    now_ms = time.time_ns() // 1_000_000
+    state = ids._random.getstate()
+    first = ids.new_job_id(0, now_ms=now_ms)
+    ids._random.setstate(state)
+    assert ids.new_job_id(0, now_ms=now_ms) != first
+    assert ids.request_id(None) != ids.request_id(None)

@@ -186,6 +186,7 @@ class _Connection(HotAnswers):
         self._idle_poll: asyncio.TimerHandle | None = None  # the next look for unread bytes before a close
         self._in_head = False  # from a message's first byte to the end of its head
         self._head_bytes = 0
+        self._messages = 0  # begun on this connection: whether a read began one
         self._body_bytes = 0  # of the current request, received so far
         self._chunked = False  # from the end of a chunked request's head to the end of its body
         self._chunk_at: int | None = None  # _body_bytes when a chunk's size line was parsed in this read
@@ -213,12 +214,13 @@ class _Connection(HotAnswers):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        was_in_head = self._in_head
+        was_in_head, messages = self._in_head, self._messages
         super().data_received(data)
         # Counted only for reads that began and ended inside one head: at most one read (256 KiB,
         # uvloop's) of a head escapes the count, which keeps the bound without knowing where in a
-        # read a pipelined request's head began.
-        if was_in_head and self._in_head and not self.transport.is_closing():
+        # read a pipelined request's head began. A read that ended one head, and its body, and began
+        # the next is not inside one head: counted, it refused the next for the body's bytes.
+        if was_in_head and self._in_head and self._messages == messages and not self.transport.is_closing():
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(431, HEAD_TOO_LARGE)
@@ -271,6 +273,7 @@ class _Connection(HotAnswers):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._head_bytes = True, 0
+        self._messages += 1
         self._body_bytes, self._chunked, self._chunk_at, self._line_start = 0, False, None, b""
 
     def on_headers_complete(self) -> None:

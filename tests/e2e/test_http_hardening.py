@@ -83,6 +83,27 @@ def read_answer(sock: socket.socket, timeout: float = 5.0) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
+def read_answers(sock: socket.socket, count: int, timeout: float = 5.0) -> list[Answer]:
+    """`count` pipelined answers with Content-Length bodies, which may come in one read."""
+    sock.settimeout(timeout)
+    raw, answers = b"", []
+    while len(answers) < count:
+        head_end = raw.find(b"\r\n\r\n")
+        if head_end >= 0:
+            status_line, *header_lines = raw[:head_end].decode("latin-1").split("\r\n")
+            headers = {name.strip().lower(): value.strip() for name, value in (h.split(":", 1) for h in header_lines)}
+            end = head_end + 4 + int(headers.get("content-length", "0"))
+            if len(raw) >= end:
+                answers.append(Answer(int(status_line.split()[1]), headers, raw[head_end + 4 : end]))
+                raw = raw[end:]
+                continue
+        chunk = sock.recv(4096)
+        assert chunk, f"connection closed after {len(answers)} answers; then got {raw!r}"
+        raw += chunk
+    assert not raw, f"more bytes than {count} answers: {raw!r}"
+    return answers
+
+
 def closed_by_server(sock: socket.socket, within: float) -> bool:
     """True if the server closes `sock` (an orderly FIN, nothing more to read) within `within` seconds."""
     sock.settimeout(within)
@@ -395,6 +416,23 @@ def test_a_request_head_under_16_kib_is_served(server: Server) -> None:
         request = head("GET", f"/api/{NS}/{QUEUE}/size", f"X-Padding: {padding}")
         send_until_answered(sock, iter([request[i : i + 4096] for i in range(0, len(request), 4096)]))
         assert read_answer(sock).status == 200
+
+
+def test_a_pipelined_head_after_a_large_body_is_not_counted_with_that_body(server: Server, token: str) -> None:
+    # One read that ends a publish's head, carries its 20 KiB body and begins the next request's
+    # head: the next head's count starts where it began, not at the read's start (a 431 was written
+    # in place of the publish's answer, which ran all the same: a client retrying it published twice).
+    body = b"x" * (20 * 1024)
+    publish = head("PUT", f"/api/{NS}/{QUEUE}?token={token}", f"Content-Length: {len(body)}")
+    size = head("GET", f"/api/{NS}/{QUEUE}/size")
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for piece in (publish[:20], publish[20:] + body + size[:10], size[10:]):  # three reads
+            sock.sendall(piece)
+            time.sleep(0.1)
+        published, sized = read_answers(sock, 2)
+    assert published.status == 201, published
+    assert (sized.status, sized.headers.get("connection")) == (200, None), sized
 
 
 # -- no redirects --------------------------------------------------------------------------------

@@ -16,7 +16,9 @@ Four servers, each one process on uvloop around its own Runtime, all on one real
     the log context, and answers the same bytes;
 `raw`: the lean handler under a bare asyncio.Protocol with httptools' parser, no uvicorn,
     whose coroutine is stepped by the protocol itself (`Inline`) instead of a task per request
-    (other routes: the data app through a minimal ASGI bridge, with a task).
+    (other routes: the data app through a minimal ASGI bridge, with a task);
+`rawtask`: `raw` with a task per request, as uvicorn and hypercorn run one: what `raw` saves by
+    not making one, apart from what it saves by not being uvicorn.
 
 The rounds alternate (a b c d, d c b a, ...): in each, every server gets bench.py's `publish` and
 `consume_ack` load (32 keep-alive clients, benchmarks/loadclient.py) for --duration seconds, and
@@ -77,7 +79,7 @@ from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot import HotRoutes
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
-PATHS = ("starlette", "app", "lean", "raw")
+PATHS = ("starlette", "app", "lean", "raw", "rawtask")
 BASE = "starlette"  # what every ratio is to: the data app alone, as served before web/hot.py
 NS = "paths"
 PAYLOAD = bench.PAYLOAD
@@ -393,8 +395,8 @@ class RawProtocol(asyncio.Protocol):
     """HTTP/1.1 keep-alive on httptools: a request is handled once its message is complete, one at a
     time per connection (pipelined ones wait their turn)."""
 
-    def __init__(self, lean: Lean, app: Any, date: _Date) -> None:
-        self.lean, self.app, self.date = lean, app, date
+    def __init__(self, lean: Lean, app: Any, date: _Date, tasks: bool = False) -> None:
+        self.lean, self.app, self.date, self.tasks = lean, app, date, tasks
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -448,6 +450,10 @@ class RawProtocol(asyncio.Protocol):
             task.add_done_callback(lambda t: self._answered(*t.result(), keep_alive, False, body))
             return
         request = Request(method, found[0], found[1], query, headers, _body_of(body))
+        if self.tasks:  # `rawtask`
+            task = self.loop.create_task(self.lean.handle(request))
+            task.add_done_callback(lambda t: self._lean_answered(t.result(), request, keep_alive, body))
+            return
         Inline(self.lean.handle(request), lambda a: self._lean_answered(a, request, keep_alive, body), self.loop)
 
     def _lean_answered(self, answer: Answer | None, request: Request, keep_alive: bool, body: bytes) -> None:
@@ -544,7 +550,8 @@ async def _serve(kind: str, port: int, redis_url: str) -> None:
             # asyncio.timeout, which needs a task: done here from one, the inline requests never do it.
             engine = runtime.pools.own("default")
             registering = asyncio.create_task(_keep_registered(engine, NS))
-            listening = await loop.create_server(lambda: RawProtocol(lean, app, date), sock=sock)
+            tasks = kind == "rawtask"
+            listening = await loop.create_server(lambda: RawProtocol(lean, app, date, tasks), sock=sock)
             await stop.wait()
             listening.close()
             registering.cancel()

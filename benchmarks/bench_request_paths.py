@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 27, item 1: the candidate request paths for the hot routes, measured side by side in one run.
 
-Four servers, each one process on uvloop around its own Runtime, all on one real Redis:
+Six servers, each one process on uvloop around its own Runtime, all on one real Redis:
 
 `starlette`: the data app alone (`create_data_app`), served by uvicorn exactly as `lmstfy-py
     serve --http-server uvicorn` served it before issue 27 (`server.serve_app`:
@@ -18,7 +18,9 @@ Four servers, each one process on uvloop around its own Runtime, all on one real
     whose coroutine is stepped by the protocol itself (`Inline`) instead of a task per request
     (other routes: the data app through a minimal ASGI bridge, with a task);
 `rawtask`: `raw` with a task per request, as uvicorn and hypercorn run one: what `raw` saves by
-    not making one, apart from what it saves by not being uvicorn.
+    not making one, apart from what it saves by not being uvicorn;
+`rawapp`: the product's hot routes (`HotRoutes.respond`, as uvicorn_hot.py calls it) on that
+    protocol, a task per request: what the product would cost without uvicorn.
 
 The rounds alternate (a b c d, d c b a, ...): in each, every server gets bench.py's `publish` and
 `consume_ack` load (32 keep-alive clients, benchmarks/loadclient.py) for --duration seconds, and
@@ -30,7 +32,7 @@ method). `--paths` picks some of them.
 
     .venv/bin/python -m benchmarks.bench_request_paths [--rounds 3] [--duration 6] [--paths starlette,app]
 
-`lean` and `raw` are prototypes for measuring, not product paths: the lean routes skip the
+`lean` and the `raw` kinds are prototypes for measuring, not product paths: the lean routes skip the
 access log's switch (when it is on, they hand the request to the app) and `raw` has no head or
 body deadline, no stop protocol and no flow control.
 """
@@ -79,7 +81,7 @@ from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot import HotRoutes
 from lmstfy_py.web.request_body import RequestBodyMiddleware
 
-PATHS = ("starlette", "app", "lean", "raw", "rawtask")
+PATHS = ("starlette", "app", "lean", "raw", "rawtask", "rawapp")
 BASE = "starlette"  # what every ratio is to: the data app alone, as served before web/hot.py
 NS = "paths"
 PAYLOAD = bench.PAYLOAD
@@ -395,8 +397,8 @@ class RawProtocol(asyncio.Protocol):
     """HTTP/1.1 keep-alive on httptools: a request is handled once its message is complete, one at a
     time per connection (pipelined ones wait their turn)."""
 
-    def __init__(self, lean: Lean, app: Any, date: _Date, tasks: bool = False) -> None:
-        self.lean, self.app, self.date, self.tasks = lean, app, date, tasks
+    def __init__(self, lean: Lean, app: Any, date: _Date, tasks: bool = False, hot: HotRoutes | None = None) -> None:
+        self.lean, self.app, self.date, self.tasks, self.hot = lean, app, date, tasks, hot
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -444,8 +446,14 @@ class RawProtocol(asyncio.Protocol):
         parsed = httptools.parse_url(url)
         path = unquote(parsed.path.decode("ascii"))
         query = parsed.query or b""
-        found = match(method, path) if not self.lean.runtime.access_log else None
-        if found is None:
+        if self.hot is not None:  # `rawapp`
+            scope = _scope(method, path, parsed.path, query, headers)
+            if self.hot.accepts(scope):
+                hot_task = self.loop.create_task(self._hot_answer(self.hot, scope, body, keep_alive))
+                hot_task.add_done_callback(lambda t: t.result())
+                return
+        found = match(method, path) if not self.lean.runtime.access_log or self.hot is not None else None
+        if found is None or self.hot is not None:
             task = self.loop.create_task(self._through_app(method, path, parsed.path, query, headers, body))
             task.add_done_callback(lambda t: self._answered(*t.result(), keep_alive, False, body))
             return
@@ -482,23 +490,23 @@ class RawProtocol(asyncio.Protocol):
         if close:
             self.transport.close()
 
+    async def _hot_answer(self, hot: HotRoutes, scope: dict[str, Any], body: bytes, keep_alive: bool) -> None:
+        taken = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal taken
+            taken = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def write(answer: tuple[int, RawHeaders, bytes]) -> None:
+            self._answered(answer[0], answer[1], answer[2], keep_alive, taken, body)
+
+        await hot.respond(scope, receive, write)
+
     async def _through_app(
         self, method: str, path: str, raw_path: bytes, query: bytes, headers: RawHeaders, body: bytes
     ) -> tuple[int, RawHeaders, bytes]:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": query,
-            "root_path": "",
-            "headers": headers,
-            "client": None,
-            "server": None,
-        }
+        scope = _scope(method, path, raw_path, query, headers)
         status, answer_headers, chunks = 500, [], []
 
         async def receive() -> dict[str, Any]:
@@ -513,6 +521,24 @@ class RawProtocol(asyncio.Protocol):
 
         await self.app(scope, receive, send)
         return status, answer_headers, b"".join(chunks)
+
+
+def _scope(method: str, path: str, raw_path: bytes, query: bytes, headers: RawHeaders) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": raw_path,
+        "query_string": query,
+        "root_path": "",
+        "headers": headers,
+        "client": None,
+        "server": None,
+        "state": {},
+    }
 
 
 def _body_of(body: bytes) -> Callable[[], Awaitable[bytes]]:
@@ -550,8 +576,9 @@ async def _serve(kind: str, port: int, redis_url: str) -> None:
             # asyncio.timeout, which needs a task: done here from one, the inline requests never do it.
             engine = runtime.pools.own("default")
             registering = asyncio.create_task(_keep_registered(engine, NS))
-            tasks = kind == "rawtask"
-            listening = await loop.create_server(lambda: RawProtocol(lean, app, date, tasks), sock=sock)
+            tasks = kind != "raw"
+            hot = HotRoutes(app) if kind == "rawapp" else None
+            listening = await loop.create_server(lambda: RawProtocol(lean, app, date, tasks, hot), sock=sock)
             await stop.wait()
             listening.close()
             registering.cancel()

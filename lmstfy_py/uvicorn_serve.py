@@ -14,7 +14,8 @@ these ways, each changed here:
 - At a stop it closes the listening socket first, resetting connections the kernel had queued
   with their requests. Here those are accepted and served first (socket_queues.accept_queued).
 - A request whose head arrives after the stop began is answered with keep-alive (then closed
-  without notice). Here every answer from the stop on says `Connection: close`.
+  without notice), and so is one being answered when the stop begins with another pipelined
+  behind it. Here every answer from the stop on says `Connection: close`.
 - httptools buffers a request head of any size. Here a head over 16 KiB (h11's limit under
   hypercorn) is answered 431, and a head httptools cannot parse gets a JSON 400 instead of
   uvicorn's plain-text one; both close the connection.
@@ -45,6 +46,8 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from uvicorn._types import ASGI3Application
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from uvicorn.server import ServerState
 
 from lmstfy_py import tasks
@@ -187,6 +190,9 @@ class _Connection(HotAnswers):
         self._in_head = False  # from a message's first byte to the end of its head
         self._head_bytes = 0
         self._messages = 0  # begun on this connection: whether a read began one
+        # The request being answered: not always self.cycle, which is the last one parsed (a client
+        # may pipeline its next request behind it).
+        self._answering_cycle: RequestResponseCycle | None = None
         self._body_bytes = 0  # of the current request, received so far
         self._chunked = False  # from the end of a chunked request's head to the end of its body
         self._chunk_at: int | None = None  # _body_bytes when a chunk's size line was parsed in this read
@@ -314,12 +320,19 @@ class _Connection(HotAnswers):
 
     # -- closing ---------------------------------------------------------------------------------
 
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        self._answering_cycle = cycle
+        super()._start_asgi_task(cycle, app)
+
     def shutdown(self) -> None:
         """The server is stopping: a busy connection ends after its answer, an idle one now (once the
-        requests whose bytes have arrived are read: then they are served like the others)."""
+        requests whose bytes have arrived are read: then they are served like the others). A request
+        pipelined behind the one being answered is not handled, as under hypercorn: that answer says
+        `Connection: close`, and a client resends what was not answered (RFC 9112, 9.3.2)."""
         if self._serving():
-            for cycle in (self.cycle, *(queued for queued, _ in self.pipeline)):
-                cycle.keep_alive = False
+            for cycle in (self._answering_cycle, self.cycle, *(queued for queued, _ in self.pipeline)):
+                if cycle is not None:
+                    cycle.keep_alive = False
             return
         self._stop_head_wait()
         self._close_when_idle(asyncio.get_running_loop().time() + UNREAD_WAIT_S)

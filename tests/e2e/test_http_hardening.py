@@ -575,6 +575,30 @@ def test_requests_waiting_on_keep_alive_connections_at_sigterm_are_answered_and_
     stopped_while_frozen(server, token, lambda: clients)
 
 
+@LINUX_ONLY
+def test_an_answer_with_a_request_pipelined_behind_it_at_sigterm_says_close_and_ends_the_connection(
+    make_lmstfy_server: Callable[[], Server],
+) -> None:
+    # The pipelined request is not handled (a client resends what was not answered); an answer
+    # without `Connection: close` would have the client wait for its answer on a closing connection.
+    server = make_lmstfy_server().start("--workers", "1")
+    token = create_token(server)
+    consume = head("GET", f"/api/{NS}/{QUEUE}?token={token}&ttr=30&timeout=5")
+    size = head("GET", f"/api/{NS}/{QUEUE}/size")
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        client.sendall(consume + size)  # both have arrived; the size waits behind the long-poll
+        time.sleep(0.5)
+        server.signal(signal.SIGTERM)
+        answer = read_answer(client, STOP_WITHIN_S + 3)
+        assert (answer.status, answer.json(), answer.headers.get("connection")) == (
+            404,
+            {"msg": "no job available"},
+            "close",
+        )
+        assert closed_by_server(client, LATE_S)
+    assert server.wait(STOP_WITHIN_S + 3) == 0, server.stderr()
+
+
 # -- SIGTERM under load ------------------------------------------------------------------------
 
 

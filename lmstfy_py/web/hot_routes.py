@@ -194,6 +194,8 @@ async def consume(call: Call) -> tuple[list[Job], int]:
     target = await check_token(call.runtime, call.state, call.ns, ",".join(queues), call.token, CONSUME)
     options = options_of(call.query, params.consume_options, call.runtime.config.defaults)
     acks = ack_params.consume_acks(call.query)
+    if acks:  # an ACK needs consume on its own queue, which may be one not consumed (SPEC 15)
+        await check_token(call.runtime, call.state, call.ns, ",".join(acks), call.token, CONSUME)
     async with Throttle(call.runtime.limits, target, "consume"):
         jobs = await target.store.consume(call.ns, queues, options.ttr_ms, options.timeout_ms, options.count, acks=acks)
         if not jobs:

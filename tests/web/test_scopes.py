@@ -155,6 +155,23 @@ async def test_a_multi_queue_consume_needs_every_queue(admin: httpx.AsyncClient,
     assert merged.status_code == 409  # events are off for these queues: past the scope check
 
 
+async def test_a_consume_acks_only_in_queues_its_token_may_consume(
+    admin: httpx.AsyncClient, data: httpx.AsyncClient
+) -> None:
+    # `ack=QUEUE:ID` may name any queue of the namespace: the token must cover each one named.
+    everything = await scoped(admin)
+    job_id = (await data.put("/api/ns/payments", headers=everything, content=b"pay")).json()["job_id"]
+    assert (await data.get("/api/ns/payments", params={"ttr": 60}, headers=everything)).status_code == 200
+    token = await scoped(admin, "consume", "orders-*")
+    for ack in (f"payments:{job_id}", f"orders-2:x,payments:{job_id}"):
+        refused = await data.get("/api/ns/orders-1", params={"ack": ack}, headers=token)
+        assert (refused.status_code, refused.json()) == (403, FORBIDDEN), ack
+    shown = await data.get(f"/api/ns/payments/job/{job_id}", headers=everything)
+    assert (shown.status_code, shown.json()["state"]) == (200, "reserved")  # not ACKed
+    allowed = await data.get("/api/ns/orders-1", params={"ack": "orders-2:x"}, headers=token)
+    assert allowed.status_code == 404  # no job: the ACKs were allowed, the consume found nothing
+
+
 async def test_a_refused_request_changes_nothing_and_takes_no_throttle_unit(
     admin: httpx.AsyncClient, data: httpx.AsyncClient
 ) -> None:

@@ -38,7 +38,7 @@ def _starts(after: str | None, heads: list[int]) -> list[int | None]:
     if after == "0":
         return [None] * len(heads)
     parts = after.split(".")
-    if len(parts) != len(heads) or not all(part.isdigit() and len(part) <= 19 for part in parts):
+    if len(parts) != len(heads) or not all(part.isascii() and part.isdigit() and len(part) <= 19 for part in parts):
         raise InvalidParameter("invalid after")
     starts = [int(part) for part in parts]
     if any(start > head for start, head in zip(starts, heads, strict=True)):

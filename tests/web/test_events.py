@@ -31,6 +31,12 @@ async def test_a_cursor_of_nothing_is_400_invalid_after(api: Api) -> None:
     )
     headers = {**api.headers, "Last-Event-ID": "nonsense"}
     assert refusal(await api.client.get("/api/ns/q/events", params={"after": "0"}, headers=headers)) == (400, bad)
+    # Digits of other scripts (str.isdigit's) are not a cursor's: int() refused them, a 500.
+    for digits in ("\u00b2", "\u0661", "1\u2460"):
+        answer = await api.client.get("/api/ns/q/events", params={"after": digits}, headers=api.headers)
+        assert refusal(answer) == (400, bad), digits
+    latin = {**api.headers, "Last-Event-ID": b"\xb2"}  # a header's bytes are read as latin-1: "\u00b2"
+    assert refusal(await api.client.get("/api/ns/q/events", headers=latin)) == (400, bad)
 
 
 @pytest.mark.parametrize("queues", ["", "a,,b", "a,a", ",".join(f"q{n}" for n in range(17)), "_hidden", "a b"])

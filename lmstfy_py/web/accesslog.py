@@ -37,8 +37,13 @@ def enabled(scope: Scope) -> bool:
 
 
 def _path(scope: Scope) -> str:
+    path: str = scope["path"]
+    # The admin routes that name a token in their path (/token/{ns}/{token}[/limit]): it is a secret.
+    token = scope.get("path_params", {}).get("token")
+    if token:
+        path = "/".join(HIDDEN if segment == token else segment for segment in path.split("/"))
     # The ASGI path is percent-decoded: quoted again, a "%0A" cannot forge a second log line.
-    return quote(scope["path"], safe="/:@,;=+!$&'()*")
+    return quote(path, safe="/:@,;=+!$&'()*")
 
 
 def _remote(scope: Scope) -> str:

@@ -100,6 +100,25 @@ async def test_the_data_plane_is_logged_without_query_strings(
     assert second.startswith("GET /api/ns/q%0Afake%20200/size 400 ") and "\n" not in second
 
 
+async def test_a_token_in_an_admin_path_is_hidden(runtime: Runtime, access_log: pytest.LogCaptureFixture) -> None:
+    assert runtime.access_log_switch is not None
+    await runtime.access_log_switch.set(True)
+    token = await runtime.tokens.create("default", "ns", "logged")
+    async with client_for(create_admin_app(runtime)) as admin:
+        limit = {"read": 10, "write": 10, "interval": 1}
+        assert (await admin.put(f"/token/ns/{token}/limit", json=limit)).status_code in (200, 201)
+        assert (await admin.get(f"/token/ns/default:{token}/limit")).status_code == 200
+        assert (await admin.delete(f"/token/ns/{token}")).status_code == 204
+    written = lines(access_log)
+    assert [line.split(" ", 2)[:2] for line in written] == [
+        ["PUT", "/token/ns/***/limit"],
+        ["GET", "/token/ns/***/limit"],
+        ["DELETE", "/token/ns/***"],
+    ]
+    shown = [str(vars(record)) for record in access_log.records]  # lmstfy's fields too
+    assert not any(token in line for line in written + shown)
+
+
 # -- a real server -------------------------------------------------------------------------
 
 

@@ -178,3 +178,17 @@ async def test_peek_shows_the_job_the_next_consume_gets_round_the_ring(engine: E
             await engine.ack(NS, Q, taken.job_id)  # A's one slot free again for a1
     assert [peeked for peeked, _ in seen] == [taken for _, taken in seen], seen
     assert sorted(taken for _, taken in seen) == ["a0", "a1", "b0", "plain"]
+
+
+async def test_resuming_a_queue_of_grouped_jobs_wakes_its_long_poll_at_once(engine: Engine) -> None:
+    # Its ready jobs are all in groups (the ring, not the ready list): a resume must still wake a
+    # waiting consume, not leave it to its next look WAIT_SLICE_S later.
+    await engine.pause(NS, Q, True)
+    await put(engine, "a", "g")
+    waiting = asyncio.create_task(engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=20_000, count=1))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # paused: held
+    resumed = asyncio.get_running_loop().time()
+    await engine.pause(NS, Q, False)
+    assert bodies(await asyncio.wait_for(waiting, 10)) == ["a"]
+    assert asyncio.get_running_loop().time() - resumed < 2.0  # woken, not found at the 5 s look

@@ -8,7 +8,8 @@ if ARGV[1] == '1' then
     redis.call('DEL', KEYS[4])
 else
     redis.call('HDEL', KEYS[1], 'paused')
-    if redis.call('LLEN', KEYS[2]) > 0 or redis.call('EXISTS', KEYS[3]) == 1 then
+    -- Its ready list, priority set, or a group's turn (fc's): jobs of groups only are ready too.
+    if fc().has_ready(string.sub(KEYS[1], 3)) then
         ensure_wake(KEYS[4])
     end
 end

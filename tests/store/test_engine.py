@@ -344,3 +344,33 @@ async def test_a_timer_member_of_an_older_version_is_still_moved(engine: Engine,
     await engine.redis.zadd(keys.DUE_INDEX, {NS: now_ms() + 50})
     [again] = await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=3000, count=1)
     assert (again.job_id, again.remain_tries) == (job_id, 0)
+
+
+async def test_a_business_id_used_again_after_its_ttl_is_one_job(engine: Engine) -> None:
+    """The first job's hash expired by its ttl and left its ready element: the id's next job is
+    delivered once, not once per element, and its ACK leaves nothing reserved."""
+    await engine.publish(NS, Q, NewJob(b"old", job_id="order-1", ttl_ms=200))
+    await asyncio.sleep(0.4)
+    await engine.publish(NS, Q, NewJob(b"new", job_id="order-1"))
+    got = await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=0, count=2)
+    assert [(job.job_id, job.body) for job in got] == [("order-1", b"new")]
+    await engine.ack(NS, Q, "order-1")
+    assert await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=0, count=2) == []
+    assert (await engine.stats(NS, Q)).reserved == 0
+
+
+async def test_an_expired_jobs_reservation_leaves_the_next_job_of_its_id_alone(engine: Engine, pump: Pump) -> None:
+    """The first job expired while reserved: at its ttr the pump must not take the id's next job
+    for it (it sent that one to the dead letter, which was then delivered from its ready element too)."""
+    await engine.publish(NS, Q, NewJob(b"old", job_id="order-2", ttl_ms=200))
+    assert len(await engine.consume(NS, [Q], ttr_ms=800, timeout_ms=0, count=1)) == 1
+    await asyncio.sleep(0.4)  # its hash is gone; its reservation waits on the timer
+    await engine.publish(NS, Q, NewJob(b"new", job_id="order-2"))
+
+    async def ttr_passed() -> bool:
+        return await engine.timer_size(NS) == 0
+
+    assert await eventually(ttr_passed)
+    assert (await engine.stats(NS, Q)).dead == 0
+    got = await engine.consume(NS, [Q], ttr_ms=60_000, timeout_ms=0, count=2)
+    assert [(job.job_id, job.body, job.remain_tries) for job in got] == [("order-2", b"new", 0)]

@@ -214,6 +214,14 @@ local function is_record(state)
     return state == 'C' or state == 'E' or state == 'L'
 end
 
+-- Whether an element (ready: R; a reservation: X; a delay: T) is its job's and not one left by an
+-- earlier job of the same id, whose hash expired by its ttl with the element still there: a
+-- business id used again would otherwise be delivered twice, or sent to the dead letter at the
+-- old reservation's ttr. A job with no state (adopted from lmstfy's layout) is taken as it is.
+local function in_state(state, wanted)
+    return state == nil or state == false or state == wanted
+end
+
 -- A live job's ttl left (ms, PTTL's: -1 forever) given its keep (field K): a job with a keep
 -- and a ttl lives its keep longer (set_ttl); a record's is its keep left.
 -- A grouped job's hash outlives its ttl by 60 s (set_ttl; pump.lua's expire): a literal in each,
@@ -483,7 +491,7 @@ local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
     local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K', 'g')
-    if not fields[1] or is_record(fields[4]) then -- expired, or ended and kept: a stale element
+    if not fields[1] or not in_state(fields[4], 'R') then -- expired, ended and kept, or another's: stale
         return false
     end
     local remain = tries - r.used

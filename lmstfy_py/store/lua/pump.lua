@@ -65,8 +65,9 @@ for at = 1, #due, 2 do
         undelayed(meta, score)
     end
     local fields = moved and redis.call('HMGET', job, 's', 'p', 'b', 'a', 'g', 'h', 'w') or {}
-    -- A record is not this member's job: the member outlived its job (ttl), whose id's next job ended.
-    if fields[1] and not is_record(fields[1]) then
+    -- A record, or a job in another state, is not this member's job: the member outlived its job
+    -- (ttl), and the id names the next job of that id (in_state).
+    if fields[1] and in_state(fields[1], reserved and 'X' or 'T') then
         local later = reserved and backoff_ms(fields[3], tonumber(fields[4]) or 1) or 0
         local group = fields[5]
         -- A grouped job whose reservation ended, or that held its slot through a delay, frees the

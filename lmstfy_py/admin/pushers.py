@@ -22,6 +22,7 @@ from lmstfy_py import tasks
 from lmstfy_py.admin.pools import PoolChecked
 from lmstfy_py.config import NAME_RE
 from lmstfy_py.errors import Conflict, InvalidParameter, NotFound
+from lmstfy_py.push import shown as push_shown
 from lmstfy_py.store import keys
 from lmstfy_py.types import Backoff
 
@@ -47,11 +48,12 @@ class Pusher:
     max_attempts: int = 0  # beyond lmstfy: then to the dead letter; 0: retried until its ttl (lmstfy's)
     secret: str | None = None  # beyond lmstfy: signs every POST; never shown
 
-    def shown(self) -> dict[str, Any]:
-        """As the admin API answers it: lmstfy's fields, and ours when set; never the secret."""
+    def shown(self, credentials: bool = True) -> dict[str, Any]:
+        """As the admin API answers it: lmstfy's fields, and ours when set; never the secret. Without
+        `credentials` (a read-only account, SPEC 15), the endpoint without its user-info and query."""
         answer: dict[str, Any] = {
             "queues": list(self.queues),
-            "endpoint": self.endpoint,
+            "endpoint": self.endpoint if credentials else push_shown.endpoint(self.endpoint),
             "workers": self.workers,
             "timeout": self.timeout,
         }

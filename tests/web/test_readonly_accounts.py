@@ -168,3 +168,20 @@ async def test_a_read_only_account_sees_scoped_tokens_hashed_with_their_scopes(
     assert listed == {"tokens": {SHOWN: "workers"}, "scopes": {SHOWN: scoped}}
     page = (await admin.get("/ui/tokens", headers=VIEWER)).text
     assert TOKEN not in page and '<td class="token-scope">consume</td>' in page
+
+
+async def test_a_read_only_account_sees_push_endpoints_without_their_credentials(
+    secured: Runtime, admin: httpx.AsyncClient
+) -> None:
+    endpoint = "http://hook-user:hunter22@hooks.example:8080/jobs?apikey=k3y-k3y"
+    body = {"queues": ["q"], "endpoint": endpoint, "workers": 1, "timeout": 5}
+    assert (await admin.post("/pusher/ns/g", json=body, headers=FULL)).status_code == 201
+    shown = "http://***@hooks.example:8080/jobs?***"
+    assert (await admin.get("/pusher/ns/g", headers=VIEWER)).json()["pusher"]["endpoint"] == shown
+    assert (await admin.get("/pusher/ns", headers=VIEWER)).json()["pushers"]["g"]["endpoint"] == shown
+    for page in ("/ui/pushers", "/ui/pushers?ns=ns&group=g"):
+        text = (await admin.get(page, headers=VIEWER)).text
+        assert "hooks.example" in text and "hunter22" not in text and "k3y-k3y" not in text, page
+    # A full account edits the group: it sees the endpoint as entered.
+    assert (await admin.get("/pusher/ns/g", headers=FULL)).json()["pusher"]["endpoint"] == endpoint
+    assert "hunter22" in (await admin.get("/ui/pushers?ns=ns&group=g", headers=FULL)).text

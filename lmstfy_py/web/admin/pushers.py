@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from lmstfy_py.admin.pushers import pusher_from
 from lmstfy_py.errors import InvalidParameter, NotFound
 from lmstfy_py.web import params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.admin.request import namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 
@@ -44,15 +45,16 @@ async def list_all(request: Request) -> Response:
 
 async def list_namespace(request: Request) -> Response:
     ns, pool = namespace_of(request), pool_of(request)
-    found = await runtime_of(request).pushers.all()
-    return JSONResponse({"pushers": {g: p.shown() for (p_, n, g), p in sorted(found.items()) if (p_, n) == (pool, ns)}})
+    found, full = await runtime_of(request).pushers.all(), not readonly.is_readonly(request.scope)
+    shown = {g: p.shown(full) for (p_, n, g), p in sorted(found.items()) if (p_, n) == (pool, ns)}
+    return JSONResponse({"pushers": shown})
 
 
 async def get_one(request: Request) -> Response:
     pusher = await runtime_of(request).pushers.get(pool_of(request), namespace_of(request), _group_of(request))
     if pusher is None:
         raise NotFound("pusher was not found")
-    return JSONResponse({"pusher": pusher.shown()})
+    return JSONResponse({"pusher": pusher.shown(not readonly.is_readonly(request.scope))})
 
 
 async def create(request: Request) -> Response:

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from lmstfy_py.admin.pushers import Pusher, pusher_from
 from lmstfy_py.errors import Conflict, InvalidParameter, LmstfyError, NotFound
 from lmstfy_py.web import params
+from lmstfy_py.web.admin import readonly
 from lmstfy_py.web.dashboard import render
 
 PUSHERS = "/ui/pushers"
@@ -77,9 +78,10 @@ def _body(fields: dict[str, str], editing: bool) -> dict[str, Any]:
     return found
 
 
-def _form_of(ns: str, group: str, pusher: Pusher) -> dict[str, str]:
-    """A group's fields as the edit form shows them (its secret only as "signed")."""
-    shown = pusher.shown()
+def _form_of(ns: str, group: str, pusher: Pusher, full: bool) -> dict[str, str]:
+    """A group's fields as the edit form shows them (its secret only as "signed"; to a read-only
+    account, the endpoint without its credentials)."""
+    shown = pusher.shown(full)
     return {
         "namespace": ns,
         "group": group,
@@ -97,7 +99,8 @@ def _form_of(ns: str, group: str, pusher: Pusher) -> dict[str, str]:
 async def _render(request: Request, form: dict[str, str], editing: bool, signed: bool = False, **more: Any) -> Response:
     runtime, pool = render.runtime_of(request), render.pool_of(request)
     found = await runtime.pushers.all()
-    groups = sorted((ns, group, pusher.shown()) for (p, ns, group), pusher in found.items() if p == pool)
+    full = not readonly.is_readonly(request.scope)
+    groups = sorted((ns, group, pusher.shown(full)) for (p, ns, group), pusher in found.items() if p == pool)
     namespaces: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for ns, group, shown in groups:
         namespaces.setdefault(ns, []).append((group, shown))
@@ -115,7 +118,8 @@ async def show_pushers(request: Request) -> Response:
     pusher = await render.runtime_of(request).pushers.get(render.pool_of(request), ns, group)
     if pusher is None:
         raise NotFound("pusher was not found")
-    return await _render(request, _form_of(ns, group, pusher), editing=True, signed=pusher.secret is not None)
+    form = _form_of(ns, group, pusher, not readonly.is_readonly(request.scope))
+    return await _render(request, form, editing=True, signed=pusher.secret is not None)
 
 
 async def _refused(request: Request, fields: dict[str, str], editing: bool, error: LmstfyError) -> Response:

@@ -192,3 +192,18 @@ async def test_resuming_a_queue_of_grouped_jobs_wakes_its_long_poll_at_once(engi
     await engine.pause(NS, Q, False)
     assert bodies(await asyncio.wait_for(waiting, 10)) == ["a"]
     assert asyncio.get_running_loop().time() - resumed < 2.0  # woken, not found at the 5 s look
+
+
+async def test_lowering_group_concurrency_stops_new_deliveries_of_a_group_over_it(engine: Engine) -> None:
+    # The group kept the turn it had before the change: that turn must not give it one more job.
+    await engine.set_queue_settings(NS, Q, SettingsChange(group_concurrency=3))
+    for n in range(5):
+        await put(engine, f"g{n}", "G")
+    first = await take(engine, 2)
+    assert bodies(first) == ["g0", "g1"]
+    await engine.set_queue_settings(NS, Q, SettingsChange(group_concurrency=1))
+    assert await take(engine) == []  # two reserved, one allowed: nothing more
+    await engine.ack(NS, Q, first[0].job_id)
+    assert await take(engine) == []  # one reserved, one allowed
+    await engine.ack(NS, Q, first[1].job_id)
+    assert bodies(await take(engine, 2)) == ["g2"]

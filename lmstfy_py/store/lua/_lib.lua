@@ -668,7 +668,9 @@ fc = function()
                     g.enqueue(base, q.meta, '')
                 end
             else
-                if grouped_one(r, qname, q, base, member) then
+                -- A turn given before group_concurrency was lowered is no slot: the limit is read now.
+                local used = tonumber(redis.call('HGET', 'gs/' .. base, member)) or 0
+                if used < settings_of(base).group_concurrency and grouped_one(r, qname, q, base, member) then
                     got = got + 1
                 end
                 g.reopen(base, q.meta, member)

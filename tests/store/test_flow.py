@@ -112,3 +112,23 @@ async def test_stats_tell_since_when_the_oldest_ready_job_waits_and_the_due_buck
     await engine.release(NS, Q, x.job_id, 0, "again")  # ready again now: "due" is still the oldest
     stats = await engine.stats(NS, Q)
     assert (stats.oldest_ready_ms, stats.ready, stats.delayed, sum(astuple(stats.due))) == (came_due, 2, 5, 5)
+
+
+async def test_a_reserved_job_whose_ttl_ends_before_its_ttr_frees_its_slot_then(engine: Engine, pump: Pump) -> None:
+    # Its hash vanishes at its ttl (no keep, no group): the reservation must not hold the queue's
+    # one slot until the ttr an hour later, ACKed or not.
+    await engine.set_queue_settings(NS, Q, SettingsChange(max_reserved=1))
+    await engine.publish(NS, Q, NewJob(b"short", ttl_ms=300))
+    await engine.publish(NS, Q, NewJob(b"next"))
+    [short] = await engine.consume(NS, [Q], ttr_ms=3_600_000, timeout_ms=0, count=1)
+    assert short.body == b"short"
+    assert await engine.consume(NS, [Q], ttr_ms=3_600_000, timeout_ms=0, count=1) == []  # the slot is taken
+    [after] = await engine.consume(NS, [Q], ttr_ms=3_600_000, timeout_ms=5_000, count=1)  # woken as it frees
+    assert after.body == b"next"
+    assert (await engine.stats(NS, Q)).reserved == 1
+    # A touch extends a reservation up to the job's end, not past it.
+    await engine.publish(NS, "other", NewJob(b"touched", ttl_ms=300))
+    [touched] = await engine.consume(NS, ["other"], ttr_ms=100, timeout_ms=0, count=1)
+    await engine.touch(NS, "other", touched.job_id, 3_600_000)
+    await asyncio.sleep(0.6)
+    assert (await engine.stats(NS, "other")).reserved == 0

@@ -487,6 +487,16 @@ end
 -- ttr deadline, its state and tries; appends its seven answer fields to r.out. An element
 -- whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
 -- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
+-- A reservation's end: its ttr deadline, or sooner, the moment a job whose hash vanishes by its
+-- ttl (no keep, no group: set_ttl's PEXPIRE) is gone, so that a reserved slot (max_reserved) is
+-- not held past the job. `left`: its ttl_left; `now`: a function giving the time (ms).
+local function reservation_end(deadline, left, keep, grouped, now)
+    if left > 0 and (tonumber(keep) or 0) <= 0 and not grouped then
+        return math.min(deadline, now() + left + 1) -- + 1: the hash is gone by then (PEXPIRE's ms)
+    end
+    return deadline
+end
+
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
@@ -494,8 +504,12 @@ local function reserve_element(r, qname, q, element)
     if not fields[1] or not in_state(fields[4], 'R') then -- expired, ended and kept, or another's: stale
         return false
     end
-    local remain = tries - r.used
-    redis.call('ZADD', r.timer, r.deadline, pack_member(r.ns, qname, remain, id, true))
+    local remain, left = tries - r.used, ttl_left(job, fields[5], false, fields[6])
+    local deadline = reservation_end(tonumber(r.deadline), left, fields[5], fields[6], function()
+        r.now = r.now or outcomes().now_ms() -- one TIME per step
+        return r.now
+    end)
+    redis.call('ZADD', r.timer, deadline, pack_member(r.ns, qname, remain, id, true))
     redis.call('HSET', job, 's', 'X', 't', remain)
     local attempts = redis.call('HINCRBY', job, 'a', 1)
     count(q.meta, 'X', 1)
@@ -504,7 +518,7 @@ local function reserve_element(r, qname, q, element)
     out[base + 1] = qname
     out[base + 2] = id
     out[base + 3] = read_data(job, fields[1], fields[3])
-    out[base + 4] = ttl_left(job, fields[5], false, fields[6])
+    out[base + 4] = left
     out[base + 5] = remain
     out[base + 6] = attempts
     out[base + 7] = fields[2] or false

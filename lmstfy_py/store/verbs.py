@@ -65,14 +65,13 @@ class VerbOps(EngineBase):
         return Released(buried=False, due_ms=outcome.due_ms, remain_tries=outcome.tries)
 
     async def touch(self, ns: str, queue: str, job_id: str, ttr_ms: int) -> int:
-        """The reservation now ends ttr_ms from now; returns when (unix ms). 404 unknown, 409 not reserved."""
-        deadline = now_ms() + ttr_ms
+        """The reservation now ends ttr_ms from now, or when the job's ttl ends if sooner; returns when
+        (unix ms). 404 unknown, 409 not reserved."""
         call_keys = contract.VerbKeys(keys.job(ns, queue, job_id), keys.timer(ns))
-        replies.checked(
-            await self.scripts.touch(self.script_client, call_keys, contract.TouchArgs(ns, queue, job_id, deadline))
-        )
-        await self._scheduled(ns, deadline)
-        return deadline
+        args = contract.TouchArgs(ns, queue, job_id, now_ms() + ttr_ms)
+        due_ms = replies.checked(await self.scripts.touch(self.script_client, call_keys, args)).due_ms
+        await self._scheduled(ns, due_ms)
+        return due_ms
 
     async def bury(self, ns: str, queue: str, job_id: str, reason: str) -> None:
         """The reserved job goes to the dead letter now. 404 unknown, 409 not reserved."""

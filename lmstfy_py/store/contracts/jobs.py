@@ -180,7 +180,7 @@ class BuryArgs(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """A verb's reply: {"released", due ms, remaining tries}, {"touched"}, {"buried"}, {"missing"}..."""
+    """A verb's reply: {"released", due ms, remaining tries}, {"touched", due ms}, {"buried"}, {"missing"}..."""
 
     status: bytes
     due_ms: int = 0

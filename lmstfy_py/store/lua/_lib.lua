@@ -483,10 +483,6 @@ local function create_job(j, q, ns, qname, id, new)
     return expires and 2 or 1
 end
 
--- Reserves the job of a ready element just popped, in the same step: its timer member at the
--- ttr deadline, its state and tries; appends its seven answer fields to r.out. An element
--- whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
--- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
 -- A reservation's end: its ttr deadline, or sooner, the moment a job whose hash vanishes by its
 -- ttl (no keep, no group: set_ttl's PEXPIRE) is gone, so that a reserved slot (max_reserved) is
 -- not held past the job. `left`: its ttl_left; `now`: a function giving the time (ms).
@@ -497,6 +493,10 @@ local function reservation_end(deadline, left, keep, grouped, now)
     return deadline
 end
 
+-- Reserves the job of a ready element just popped, in the same step: its timer member at the
+-- ttr deadline (reservation_end), its state and tries; appends its seven answer fields to
+-- r.out. An element whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
+-- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id

@@ -45,8 +45,10 @@ async def list_all(request: Request) -> Response:
 
 async def list_namespace(request: Request) -> Response:
     ns, pool = namespace_of(request), pool_of(request)
-    found, full = await runtime_of(request).pushers.all(), not readonly.is_readonly(request.scope)
-    shown = {g: p.shown(full) for (p_, n, g), p in sorted(found.items()) if (p_, n) == (pool, ns)}
+    found = await runtime_of(request).pushers.all()
+    shown = {
+        g: readonly.shown_pusher(request.scope, p) for (p_, n, g), p in sorted(found.items()) if (p_, n) == (pool, ns)
+    }
     return JSONResponse({"pushers": shown})
 
 
@@ -54,7 +56,7 @@ async def get_one(request: Request) -> Response:
     pusher = await runtime_of(request).pushers.get(pool_of(request), namespace_of(request), _group_of(request))
     if pusher is None:
         raise NotFound("pusher was not found")
-    return JSONResponse({"pusher": pusher.shown(not readonly.is_readonly(request.scope))})
+    return JSONResponse({"pusher": readonly.shown_pusher(request.scope, pusher)})
 
 
 async def create(request: Request) -> Response:

@@ -7,7 +7,8 @@ before any route runs, so nothing changes. It never sees a token either: with on
 the data plane (delete dead letters, destroy queues) what it may not on the admin port. Where a
 token would be shown, it sees `sha256:` and the token's short hash (the first 12 hex digits of its
 SHA-256, as metrics show it; a `pool:` prefix stays): enough to tell tokens apart and to match one
-a full account holds, nothing to use.
+a full account holds, nothing to use. A push group's endpoint it sees without its user-info and
+query, where credentials go.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from starlette.types import Scope
 
+from lmstfy_py.admin.pushers import Pusher
 from lmstfy_py.errors import LmstfyError
 from lmstfy_py.metrics.recording import token_label
 
@@ -54,6 +56,12 @@ def masked(token: str) -> str:
 def shown(scope: Scope, token: str) -> str:
     """The token as this request's account may see it."""
     return masked(token) if is_readonly(scope) else token
+
+
+def shown_pusher(scope: Scope, pusher: Pusher) -> dict[str, Any]:
+    """The push group as this request's account may see it: a read-only one, without its endpoint's
+    credentials."""
+    return pusher.shown(credentials=not is_readonly(scope))
 
 
 def hide_token_keys(scope: Scope, answer: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from lmstfy_py.admin.pushers import Pusher, pusher_from
+from lmstfy_py.admin.pushers import pusher_from
 from lmstfy_py.errors import Conflict, InvalidParameter, LmstfyError, NotFound
 from lmstfy_py.web import params
 from lmstfy_py.web.admin import readonly
@@ -78,10 +78,9 @@ def _body(fields: dict[str, str], editing: bool) -> dict[str, Any]:
     return found
 
 
-def _form_of(ns: str, group: str, pusher: Pusher, full: bool) -> dict[str, str]:
-    """A group's fields as the edit form shows them (its secret only as "signed"; to a read-only
-    account, the endpoint without its credentials)."""
-    shown = pusher.shown(full)
+def _form_of(ns: str, group: str, shown: dict[str, Any]) -> dict[str, str]:
+    """A group's fields as the edit form shows them, from readonly.shown_pusher's (its secret only
+    as "signed"; to a read-only account, the endpoint without its credentials)."""
     return {
         "namespace": ns,
         "group": group,
@@ -99,8 +98,11 @@ def _form_of(ns: str, group: str, pusher: Pusher, full: bool) -> dict[str, str]:
 async def _render(request: Request, form: dict[str, str], editing: bool, signed: bool = False, **more: Any) -> Response:
     runtime, pool = render.runtime_of(request), render.pool_of(request)
     found = await runtime.pushers.all()
-    full = not readonly.is_readonly(request.scope)
-    groups = sorted((ns, group, pusher.shown(full)) for (p, ns, group), pusher in found.items() if p == pool)
+    groups = sorted(
+        (ns, group, readonly.shown_pusher(request.scope, pusher))
+        for (p, ns, group), pusher in found.items()
+        if p == pool
+    )
     namespaces: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for ns, group, shown in groups:
         namespaces.setdefault(ns, []).append((group, shown))
@@ -118,7 +120,7 @@ async def show_pushers(request: Request) -> Response:
     pusher = await render.runtime_of(request).pushers.get(render.pool_of(request), ns, group)
     if pusher is None:
         raise NotFound("pusher was not found")
-    form = _form_of(ns, group, pusher, not readonly.is_readonly(request.scope))
+    form = _form_of(ns, group, readonly.shown_pusher(request.scope, pusher))
     return await _render(request, form, editing=True, signed=pusher.secret is not None)
 
 

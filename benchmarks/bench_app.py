@@ -38,25 +38,35 @@ def cpu_seconds() -> float:
 Call = Callable[[], Awaitable[bytes]]
 
 
+def http_scope(
+    method: str, path: str, raw_path: bytes, query: bytes, headers: list[tuple[bytes, bytes]], **more: Any
+) -> dict[str, Any]:
+    """An HTTP request's ASGI scope, as an HTTP server makes it; `more` adds keys or replaces them."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": raw_path,
+        "query_string": query,
+        "root_path": "",
+        "headers": headers,
+        "client": None,
+        "server": None,
+        **more,
+    }
+
+
 def caller(app: Any, method: str, path: str, query: bytes, body: bytes, expect: int) -> Call:
     """One request through the ASGI callable, as hypercorn would make it; it returns the answer's body."""
     headers = [(b"host", b"bench"), (b"content-length", str(len(body)).encode())]
 
     async def call() -> bytes:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query,
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 7777),
-        }
+        scope = http_scope(
+            method, path, path.encode(), query, headers, client=("127.0.0.1", 1), server=("127.0.0.1", 7777)
+        )
         status = 0
         answer = b""
 

@@ -524,21 +524,7 @@ class RawProtocol(asyncio.Protocol):
 
 
 def _scope(method: str, path: str, raw_path: bytes, query: bytes, headers: RawHeaders) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": raw_path,
-        "query_string": query,
-        "root_path": "",
-        "headers": headers,
-        "client": None,
-        "server": None,
-        "state": {},
-    }
+    return bench_app.http_scope(method, path, raw_path, query, headers, state={})
 
 
 def _body_of(body: bytes) -> Callable[[], Awaitable[bytes]]:

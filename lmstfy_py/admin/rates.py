@@ -21,6 +21,7 @@ not), as consumed when a consume handed it out (a redelivery counts again).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
@@ -141,7 +142,9 @@ class RateStore(tasks.Background):
         self.counter = counter
         self.every_s = every_s
         self._loop = tasks.Loop("rates", self._flush_step)
-        self._writing: list[dict[Bucket, Counter[str]]] = []  # taken by a flush, not written yet
+        # A flush and a read take turns: a read between a flush's write reaching Redis and its taking
+        # the written counts off missed them (a publish just shown vanished from the next read).
+        self._turn = asyncio.Lock()
 
     def start(self) -> None:
         self._loop.start()
@@ -160,20 +163,19 @@ class RateStore(tasks.Background):
     async def flush(self) -> bool:
         """Writes every count taken from the counter; what it could not write goes back to it.
         Whether there was anything to write."""
-        taken = self.counter.take()
-        if not taken:
-            return False
-        oldest = minute_now() - HISTORY_MINUTES
-        self._writing.append(taken)
-        try:
-            for bucket in sorted(taken):
-                if bucket[1] >= oldest:
-                    await self._write(bucket, taken[bucket])
-                del taken[bucket]
-        finally:
-            self._writing.remove(taken)
-            self.counter.give_back(taken)
-        return True
+        async with self._turn:
+            taken = self.counter.take()
+            if not taken:
+                return False
+            oldest = minute_now() - HISTORY_MINUTES
+            try:
+                for bucket in sorted(taken):
+                    if bucket[1] >= oldest:
+                        await self._write(bucket, taken[bucket])
+                    del taken[bucket]
+            finally:
+                self.counter.give_back(taken)
+            return True
 
     async def _write(self, bucket: Bucket, counts: Counter[str]) -> None:
         items = sorted(counts.items())
@@ -195,25 +197,21 @@ class RateStore(tasks.Background):
                 pipe.hgetall(keys.rates(pool, minute))
             else:
                 pipe.hmget(keys.rates(pool, minute), [keys.rate_field(kind, *only) for kind in (PUBLISHED, CONSUMED)])
-        found = await pipe.execute()
+        async with self._turn:  # no flush between the two reads: each count is in one of them
+            found = await pipe.execute()
+            unflushed = [(bucket, dict(counts)) for bucket, counts in self.counter.pending().items()]
         queues: dict[tuple[str, str], Rates] = {}
         for at, counts in enumerate(found):
             pairs = counts.items() if only is None else _only_pairs(only, counts)
             for raw_field, raw_count in pairs:
                 _count(queues, minutes, at, raw_field, raw_count)
-        # Read after Redis, with no await in between. A count whose write is in flight during this
-        # read may be missed or counted twice by this read alone; the next read has it once.
         wanted = None if only is None else {keys.rate_field(kind, *only) for kind in (PUBLISHED, CONSUMED)}
-        for (bucket_pool, minute), counts in self._unflushed():
+        for (bucket_pool, minute), counts in unflushed:
             if bucket_pool == pool and first <= minute <= last:
                 for rate_field, n in counts.items():
                     if wanted is None or rate_field in wanted:
                         _count(queues, minutes, minute - first, rate_field.encode(), n)
         return RateHistory(last, minutes, queues)
-
-    def _unflushed(self) -> list[tuple[Bucket, Counter[str]]]:
-        """This process's counts not in Redis yet: counted since the last take, or taken and not yet written."""
-        return [item for counts in [self.counter.pending(), *self._writing] for item in counts.items()]
 
 
 def _only_pairs(only: tuple[str, str], counts: list[Any]) -> list[tuple[bytes, Any]]:

@@ -283,6 +283,24 @@ async def test_counts_of_several_processes_add_up(redis_url: str) -> None:
         await redis.aclose()
 
 
+
+async def test_a_read_during_a_flush_misses_no_count(redis_url: str) -> None:
+    # Each count is in Redis or still in the process when a read looks: a read interleaved with a
+    # flush (reading Redis before the flush's write, the process after it) showed none of them.
+    redis = Redis.from_url(redis_url)
+    store = RateStore(redis, RateCounter())
+    try:
+        for made in range(1, 41):
+            store.counter.published("default", "ns", "raced", [NewJob(b"")], None)
+            reading, flushing = store.history("default", only=("ns", "raced")), store.flush()
+            if made % 2:  # either one first
+                read, _ = await asyncio.gather(reading, flushing)
+            else:
+                _, read = await asyncio.gather(flushing, reading)
+            assert sum(read.of("ns", "raced").published) == made, made
+    finally:
+        await redis.aclose()
+
 async def test_counts_a_flush_could_not_write_wait_for_the_next(redis_url: str) -> None:
     counter = RateCounter()
     counter.published("default", "ns", "q", [NewJob(b"")] * 5, None)

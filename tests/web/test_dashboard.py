@@ -283,7 +283,6 @@ async def test_counts_of_several_processes_add_up(redis_url: str) -> None:
         await redis.aclose()
 
 
-
 async def test_a_read_during_a_flush_misses_no_count(redis_url: str) -> None:
     # Each count is in Redis or still in the process when a read looks: a read interleaved with a
     # flush (reading Redis before the flush's write, the process after it) showed none of them.
@@ -300,6 +299,7 @@ async def test_a_read_during_a_flush_misses_no_count(redis_url: str) -> None:
             assert sum(read.of("ns", "raced").published) == made, made
     finally:
         await redis.aclose()
+
 
 async def test_counts_a_flush_could_not_write_wait_for_the_next(redis_url: str) -> None:
     counter = RateCounter()

@@ -101,8 +101,10 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
     ) -> list[Published]:
         await self.register_namespace(ns)
         now = now_ms()
+        # A delay already past (a due time the caller counted down before this call) is none.
         job_ids = [
-            job.job_id or ids.new_job_id(job.delay_ms // 1000, 0 if job.attributes is None else 1, now) for job in jobs
+            job.job_id or ids.new_job_id(max(job.delay_ms, 0) // 1000, 0 if job.attributes is None else 1, now)
+            for job in jobs
         ]
         calls = [
             self._publish_call(ns, queue, job, job_id, now, replaces) for job, job_id in zip(jobs, job_ids, strict=True)

@@ -123,7 +123,9 @@ class OutcomeOps(EngineBase):
                     continue
                 return await self._peeked(ns, queue, job_id)
             left = deadline - time.monotonic()
-            if found.state in ENDED or left <= 0 or waiter.done():  # done here: the watch closed
+            # Not waiter.done(): an end told while the read was on its way settles the waiter too,
+            # and the loop's top answers it, not the state read just before that end.
+            if found.state in ENDED or left <= 0 or self.end_watch.closed:
                 return found.state in ENDED, found
             await asyncio.wait([waiter], timeout=min(left, RECHECK_S))
 

@@ -92,6 +92,14 @@ async def test_delayed_job_becomes_ready_on_time(engine: Engine, pump: Pump) -> 
     assert 0.3 < waited < 1.5
 
 
+async def test_a_delay_already_past_publishes_the_job_ready(engine: Engine) -> None:
+    """A due time counted down before the publish may be behind by then (test_handover's once)."""
+    job_id = (await engine.publish(NS, Q, NewJob(b"late", delay_ms=-5))).job_id
+    assert ids.delay_seconds(job_id) == 0
+    [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
+    assert (job.job_id, job.body) == (job_id, b"late")
+
+
 async def test_ttr_expiry_redelivers_then_buries(engine: Engine, pump: Pump) -> None:
     job_id = (await engine.publish(NS, Q, NewJob(b"retry me", tries=2))).job_id
     [first] = await engine.consume(NS, [Q], ttr_ms=200, timeout_ms=0, count=1)

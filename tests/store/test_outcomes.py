@@ -243,6 +243,29 @@ async def test_result_waiters_answer_promptly_at_the_end(engine: Engine, keep_s:
         assert (ended, info.state, info.result, info.job.body) == (True, "completed", b"done", b"w")
 
 
+async def test_an_end_told_while_the_waiters_read_was_on_its_way_is_answered(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter's read finds the job reserved, then its end is told before the read's answer is
+    looked at (two connections: either may come first): the waiter answers the end it was told."""
+    job_id = await reserved(engine, NewJob(b"w", keep_s=0))
+    read_state = engine._job_state
+    reads = 0
+
+    async def read_then_end(ns: str, queue: str, read_id: str):  # type: ignore[no-untyped-def]
+        nonlocal reads
+        found = await read_state(ns, queue, read_id)
+        reads += 1
+        if reads == 2:  # the wait's first read (after peek_job's): reserved; the end comes before it is looked at
+            await engine.complete(NS, Q, job_id, b"done")
+            await asyncio.sleep(0.3)  # the end watch reads the message and settles the waiter
+        return found
+
+    monkeypatch.setattr(engine, "_job_state", read_then_end)
+    ended, info = await asyncio.wait_for(engine.result(NS, Q, job_id, 10_000), 5)
+    assert (ended, info.state, info.result) == (True, "completed", b"done")
+
+
 async def test_a_waiter_learns_of_a_destroy_with_no_keep(engine: Engine) -> None:
     job_id = (await engine.publish(NS, Q, NewJob(b"w"))).job_id
     waiting = asyncio.create_task(engine.result(NS, Q, job_id, 10_000))

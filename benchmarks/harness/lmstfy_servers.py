@@ -155,12 +155,19 @@ class Server:
                 self.wait_ready()
                 return self
             except ServerError as refused:
-                taken = "Address already in use" in str(refused)
-                if not (taken and self._ports_chosen_here and self.starts == 0) or attempt == PORT_ATTEMPTS - 1:
+                if not self.port_taken(refused) or attempt == PORT_ATTEMPTS - 1:
                     raise
-                self.port = free_port()
-                self.admin_port = free_port_besides(self.port)
+                self.new_ports()
         raise AssertionError("unreachable")
+
+    def port_taken(self, refused: ServerError) -> bool:
+        """Whether a first start was refused for a port this harness chose (which another process,
+        or another server of the same test, was given too)."""
+        return "Address already in use" in str(refused) and self._ports_chosen_here and self.starts == 0
+
+    def new_ports(self) -> None:
+        self.port = free_port()
+        self.admin_port = free_port_besides(self.port)
 
     def launch(self, *more: str) -> None:
         """Starts the process without waiting (several servers start faster together)."""
@@ -274,7 +281,15 @@ def started_together(servers: Sequence[S]) -> Iterator[Sequence[S]]:
         for server in servers:
             server.launch()
         for server in servers:
-            server.wait_ready()
+            try:
+                server.wait_ready()
+            except ServerError as refused:
+                # Their ports were chosen one server after another, each free when chosen: the
+                # kernel may give a port just released to the next server, or to another process.
+                if not server.port_taken(refused):
+                    raise
+                server.new_ports()
+                server.start()
         yield servers
     finally:
         for server in servers:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.harness.lmstfy_servers import Server, ServerError
+from benchmarks.harness.lmstfy_servers import Server, ServerError, started_together
 from benchmarks.harness.redis_groups import _ReplicatedMember
 from benchmarks.harness.redis_servers import free_cluster_port
 
@@ -29,6 +29,20 @@ def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restar
                 server.start()
         finally:
             server.kill() if server.running else None
+
+
+def test_servers_started_together_move_off_a_port_taken_meanwhile(tmp_path: Path) -> None:
+    """started_together picks each server's ports in turn: the kernel may hand the next server a
+    port just released (or another process may bind it) before the first binds it (a fresh-clone
+    CI run failed so): that server is started again on new ports."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        servers = (Server(tmp_path / "a"), Server(tmp_path / "b"))
+        servers[1].port = taken.getsockname()[1]
+        with started_together(servers) as running:
+            assert all(server.running for server in running)
+            assert running[1].port != taken.getsockname()[1]
 
 
 def test_a_cluster_node_whose_port_was_taken_meanwhile_starts_on_another(tmp_path: Path) -> None:

@@ -28,16 +28,16 @@ from uvicorn._types import ASGI3Application
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
 
+from lmstfy_py.uvicorn_connection import CLOSE, answer_bytes
 from lmstfy_py.web.hot import Answer, HotRoutes
 from lmstfy_py.web.request_body import has_body
 
 log = logging.getLogger(__name__)
 
-_CLOSE = (b"connection", b"close")
 # What uvicorn's run_asgi sends for an exception before the answer began (send_500_response).
-_500: Answer = (
+ANSWER_500: Answer = (
     500,
-    [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"21"), _CLOSE],
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"21"), CLOSE],
     b"Internal Server Error",
 )
 
@@ -100,7 +100,7 @@ class HotAnswers(HttpToolsProtocol):
 
         async def write(answer: Answer) -> None:
             if not taken and has_body(scope):  # request_body.py's rule
-                answer[1].append(_CLOSE)
+                answer[1].append(CLOSE)
                 cycle.keep_alive = False
             # As RequestResponseCycle.send: a client not reading its answers holds the next ones
             # back (and, pipelining, its next requests), not the server's memory.
@@ -114,21 +114,16 @@ class HotAnswers(HttpToolsProtocol):
             log.error("Exception in ASGI application", exc_info=exc)
             if not cycle.response_started and not cycle.disconnected:
                 cycle.keep_alive = False
-                self._write(cycle, _500)
+                self._write(cycle, ANSWER_500)
             self.transport.close()
 
     def _write(self, cycle: RequestResponseCycle, answer: Answer) -> None:
         if cycle.disconnected:
             return
         status, headers, content = answer
-        head = [STATUS_LINE[status]]
-        for name, value in (*self.server_state.default_headers, *headers):
-            head += (name, b": ", value, b"\r\n")
-        if not cycle.keep_alive and _CLOSE not in headers:
-            head.append(b"connection: close\r\n")
-        head += (b"\r\n", content)
         cycle.response_started = cycle.response_complete = True
-        self.transport.write(b"".join(head))
+        default_headers = self.server_state.default_headers
+        self.transport.write(answer_bytes(STATUS_LINE[status], default_headers, headers, content, not cycle.keep_alive))
         if not cycle.keep_alive:
             self.transport.close()
         self.on_response_complete()

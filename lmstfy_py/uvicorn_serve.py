@@ -23,11 +23,16 @@ these ways, each changed here:
   data (up to body_timeout, for a client that announces 2 GiB and then sends nothing). Here the
   body is refused 413 as soon as that line is parsed (`_follow_chunks`), as under hypercorn.
 
-One more, for speed (issue 27): a hot data route's request whose body came whole with its head is
-answered without the ASGI cycle (uvicorn_hot.py, the class this one extends).
+Two more, for speed (issue 27). A connection to the data port begins with uvicorn_plain.py's
+protocol, which reads and answers the plain requests of the hot data routes itself and hands the
+connection to `_Connection` (uvicorn's, with the changes above; `take_over`) at the first request
+that is anything else. On a connection handed over, a hot route's request whose body came whole with
+its head is still answered without the ASGI cycle (uvicorn_hot.py, the class `_Connection` extends).
+What both classes keep alike (the head deadline, the careful close, the answer's bytes) is in
+uvicorn_connection.py.
 
-What stays uvicorn's: parsing, the request/response cycle of every other request, flow control,
-pipelining, `Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
+What stays uvicorn's, once a connection is handed over: parsing, the request/response cycle of
+every other request, flow control, pipelining, `Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
 (its tick loop) and nothing else: no signal handlers (server.py owns them), no lifespan (the apps
 do not use one), no logging configuration (logs.py owns it), no proxy-header rewriting (hypercorn
 does none either), no access log (web/accesslog.py has one). This module leans on
@@ -54,12 +59,14 @@ from lmstfy_py import tasks
 from lmstfy_py.config import ServerConfig
 from lmstfy_py.listeners import BACKLOG
 from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
-from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
+from lmstfy_py.socket_queues import UNREAD_WAIT_S, accept_queued
+from lmstfy_py.uvicorn_connection import IdleClose, refusal_bytes
 from lmstfy_py.uvicorn_hot import HotAnswers
+from lmstfy_py.uvicorn_plain import PlainRequests
+from lmstfy_py.web.hot import HotRoutes
 
 log = logging.getLogger(__name__)
 
-_PHRASES = {400: b"Bad Request", 413: b"Content Too Large", 431: b"Request Header Fields Too Large"}
 # A chunk's size line, as llhttp accepts it (no spaces; leading zeros, then at most 64 bits).
 _SIZE_LINE = re.compile(rb"0*([0-9A-Fa-f]{1,16})[;\r]")
 _ZEROS = re.compile(rb"0*")
@@ -107,7 +114,7 @@ def _head_deadlines(state: ServerState) -> tasks.Step:
     async def sweep() -> float:
         now = asyncio.get_running_loop().time()
         for connection in list(state.connections):
-            if isinstance(connection, _Connection):
+            if isinstance(connection, IdleClose):
                 connection.check_head_deadline(now)
         return _HEAD_SWEEP_S
 
@@ -120,7 +127,8 @@ def uvicorn_config(app: ASGIApp, server: ServerConfig, graceful_timeout: int) ->
     logging.getLogger("uvicorn.error").setLevel(logging.ERROR)
     return uvicorn.Config(
         app,
-        http=_Connection,
+        # A connection to the data app begins plain (uvicorn_plain.py); the admin app has no hot routes.
+        http=_Plain if isinstance(app, HotRoutes) else _Connection,
         loop="none",  # server.py made the loop
         lifespan="off",
         ws="none",
@@ -171,13 +179,13 @@ async def _stop(runner: _Server, sock: socket.socket, graceful_timeout: float) -
 
 def _cut_off(state: ServerState) -> None:
     for connection in list(state.connections):
-        if isinstance(connection, _Connection):
+        if isinstance(connection, IdleClose):
             connection.transport.abort()
     for task in state.tasks:
         task.cancel()
 
 
-class _Connection(HotAnswers):
+class _Connection(HotAnswers, IdleClose):
     """One client connection: uvicorn's, with the head deadline, the careful idle close and the stop of
     the module docstring."""
 
@@ -268,10 +276,7 @@ class _Connection(HotAnswers):
     def _refuse(self, status: int, body: bytes) -> None:
         """Answers `status` with a JSON `body` and closes the connection (no request reached the app)."""
         self._stop_head_wait()
-        head = [b"HTTP/1.1 %d %s\r\n" % (status, _PHRASES[status])]
-        head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
-        head.append(b"content-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % len(body))
-        self.transport.write(b"".join(head) + body)
+        self.transport.write(refusal_bytes(self.server_state.default_headers, status, body))
         self.transport.close()
 
     # -- parser callbacks ----------------------------------------------------------------------
@@ -337,30 +342,23 @@ class _Connection(HotAnswers):
         self._stop_head_wait()
         self._close_when_idle(asyncio.get_running_loop().time() + UNREAD_WAIT_S)
 
-    def _await_head(self) -> None:
-        self._stop_head_wait()
-        self._head_since = self.loop.time()
+    def take_over(self, transport: asyncio.Transport, data: bytes, write_paused: bool) -> None:
+        """Serves a connection from uvicorn_plain.py's protocol on, beginning with `data`, the bytes it
+        had read and not answered (from a request's first byte)."""
+        HotAnswers.connection_made(self, transport)
+        if write_paused:  # the transport said so to the protocol before, and says resume to this one
+            self.pause_writing()
+        self.data_received(data)
+        if self._stopping:
+            self.shutdown()
+        elif not self._serving():
+            self._await_head()
 
-    def check_head_deadline(self, now: float) -> None:
-        """The server's sweep: past keep_alive_timeout without a whole head, the connection ends."""
-        if self._head_since is not None and now - self._head_since >= self.timeout_keep_alive:
-            self._head_since = None
-            self._close_when_idle(now + UNREAD_WAIT_S)
 
-    def _close_when_idle(self, deadline: float) -> None:
-        if self.transport.is_closing() or self._serving():
-            return
-        if unread_bytes(self.transport.get_extra_info("socket")) and self.loop.time() < deadline:
-            # The read comes in a moment: a complete head cancels this, half a head meets the next look.
-            self._idle_poll = self.loop.call_later(POLL_S, self._close_when_idle, deadline)
-            return
-        self.transport.close()
+class _Plain(PlainRequests):
+    """How a connection starts (uvicorn_plain.py): its first request that is not plain hands it to _Connection."""
 
-    def _stop_head_wait(self) -> None:
-        self._head_since = None
-        if self._idle_poll is not None:
-            self._idle_poll.cancel()
-            self._idle_poll = None
+    successor = _Connection
 
 
 def _chunk_size(line_start: bytes, data: bytes, end: int) -> int | None:

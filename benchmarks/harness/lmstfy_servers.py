@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import httpx
 
-from lmstfy_py.store.embedded import free_port
+from benchmarks.harness.ports import free_port
 
 __all__ = [
     "NS",

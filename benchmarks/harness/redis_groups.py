@@ -23,6 +23,7 @@ from pathlib import Path
 
 import redis
 
+from benchmarks.harness.ports import free_port
 from benchmarks.harness.redis_servers import (
     CLUSTER_SLOTS,
     READY_TIMEOUT,
@@ -30,7 +31,7 @@ from benchmarks.harness.redis_servers import (
     _cluster_info,
     free_cluster_port,
 )
-from lmstfy_py.store.embedded import EmbeddedRedisError, free_port, spawn_redis, stop_process
+from lmstfy_py.store.embedded import EmbeddedRedisError, spawn_redis, stop_process
 
 MASTER_NAME = "lmstfy"
 DATA_PASSWORD = "data-secret"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import redis
 
-from lmstfy_py.store.embedded import free_port, spawn_redis, stop_process, wait_for_ping
+from benchmarks.harness.ports import free_port
+from lmstfy_py.store.embedded import spawn_redis, stop_process, wait_for_ping
 
 __all__ = ["ClusterNode", "RedisProcess", "free_cluster_port", "free_port"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.harness.lmstfy_servers import Server, ServerError, started_together
+from benchmarks.harness.ports import free_port
 from benchmarks.harness.redis_groups import _ReplicatedMember
 from benchmarks.harness.redis_servers import free_cluster_port
 
@@ -29,6 +30,15 @@ def test_a_first_start_on_a_port_taken_meanwhile_moves_to_free_ones_and_a_restar
                 server.start()
         finally:
             server.kill() if server.running else None
+
+
+def test_ports_are_chosen_below_the_ephemeral_range() -> None:
+    """Where no connection's local end is ever given one (the kernel's pick, bind to 0, came from
+    that range, and a server's port written into a config file was taken so in a CI run)."""
+    ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(50)]
+    assert all(10_000 <= port < ephemeral_start for port in ports), ports
+    assert len(set(ports)) > 40  # at random, not the kernel's next one
 
 
 def test_servers_started_together_move_off_a_port_taken_meanwhile(tmp_path: Path) -> None:

@@ -1,0 +1,317 @@
+"""The protocol a `--http-server uvicorn` connection starts with (issue 27): the plain requests of
+the four hot data routes (web/hot.py) are read and answered here, with no uvicorn in between; at
+the first request that is anything else, the connection is handed, with the bytes it has not
+answered, to uvicorn_serve.py's connection (uvicorn's, with our changes) for the rest of its life.
+
+Plain, here, is a strict subset of HTTP/1.1 that a careful reader cannot mistake: the request line
+`GET|PUT|DELETE /target HTTP/1.1`, header fields that are a token, a colon and visible characters
+(no folding, no leading empty line), at most one all-digit Content-Length, no Transfer-Encoding,
+Expect or Upgrade, and a body of at most 64 KiB in within _BODY_WAIT_S of the head. Everything else
+(an HTTP/1.0 request, a chunked or slow body, `Expect: 100-continue`, a malformed head, any other
+route) goes to uvicorn, which answers it as it always did, 400s included: this module never
+decides what is wrong with a request, only that a request is plain. A head past MAX_HEAD_BYTES
+is refused 431 here, as there.
+
+What a plain request saves is uvicorn's per-request machinery: the parser's callbacks, the
+RequestResponseCycle and its FlowControl, the pipeline bookkeeping. The answer is HotRoutes.respond's,
+written as uvicorn_hot.py writes it, so a client cannot tell the ways apart
+(tests/e2e/test_whole_requests.py); docs/PERFORMANCE.md has what it saves. The server's promises hold
+here as there (uvicorn_connection.py): the head deadline, the careful idle close, every answer from
+a stop on saying `Connection: close`, pipelined requests answered in order (their bytes wait here;
+past _HIGH_WATER, reading pauses), and a client not reading its answers holding the next back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol, cast
+
+import httptools
+import uvicorn
+from starlette.types import Message, Scope
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+from uvicorn.protocols.utils import get_local_addr, get_remote_addr, is_ssl
+from uvicorn.server import ServerState
+
+from lmstfy_py.refusals import HEAD_TOO_LARGE, MAX_HEAD_BYTES
+from lmstfy_py.socket_queues import UNREAD_WAIT_S
+from lmstfy_py.uvicorn_connection import CLOSE, IdleClose, answer_bytes, refusal_bytes
+from lmstfy_py.uvicorn_hot import ANSWER_500
+from lmstfy_py.web.hot import Answer, HotRoutes
+from lmstfy_py.web.request_body import has_body
+
+log = logging.getLogger(__name__)
+
+_HEAD = re.compile(
+    rb"(GET|PUT|DELETE) (/[\x21-\x7e]*) HTTP/1\.1\r\n"
+    rb"((?:[-!#$%&'*+.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*)\r\n"
+)
+# A field's value as httptools hands it to uvicorn: without its leading whitespace, with its trailing.
+_FIELD = re.compile(rb"([^:]+):[\t ]*(.*)\r\n")
+_NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+_HIGH_WATER = 65536  # bytes of pipelined requests held before reading pauses (uvicorn's HIGH_WATER_LIMIT)
+# How long a plain request's body that did not come with its head is waited for here; then uvicorn's
+# cycle takes it, under the body deadline (a client writing head and body apart sends both at once).
+_BODY_WAIT_S = 0.1
+# A plain hot request: its scope, where its head and its body end in the buffer, keep-alive.
+Request = tuple[Scope, int, int, bool]
+
+
+class TakesOver(Protocol):
+    def take_over(self, transport: asyncio.Transport, data: bytes, write_paused: bool) -> None: ...
+
+
+class PlainRequests(asyncio.Protocol, IdleClose):
+    """One client connection while its requests are plain (see the module's docstring)."""
+
+    successor: ClassVar[Callable[..., TakesOver]]  # the protocol it is handed to (uvicorn_serve.py)
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.config, self.server_state, self.app_state = config, server_state, app_state
+        self.loop = _loop or asyncio.get_running_loop()
+        self.timeout_keep_alive = config.timeout_keep_alive
+        app = config.loaded_app
+        self._hot = app if isinstance(app, HotRoutes) else None
+        self._asgi = {"version": config.asgi_version, "spec_version": "2.3"}
+        self._head_since = None
+        self._idle_poll = None
+        self._buffer = b""  # read, not answered yet: from a request's first byte
+        self._busy = False  # a request is being answered
+        self._keep_alive = True  # of the request being answered
+        self._answered = False  # its answer was written
+        self._lost = False
+        self._reading_paused = False
+        self._write_paused = False
+        self._pending: Request | None = None  # a plain request whose body is still coming
+        self._body_late: asyncio.TimerHandle | None = None
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._where: tuple[Any, Any, str] = (None, None, "http")  # server, client, scheme
+
+    @property
+    def _stopping(self) -> bool:
+        return bool(getattr(self.server_state, "stopping", False))
+
+    def _serving(self) -> bool:
+        return self._busy or self._pending is not None
+
+    # -- connection events ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.server_state.connections.add(self)  # type: ignore[arg-type]
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not asyncio's class
+        self._where = (get_local_addr(transport), get_remote_addr(transport), "https" if is_ssl(transport) else "http")
+        if self._stopping:
+            self.shutdown()
+        else:
+            self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server_state.connections.discard(self)
+        self._lost = True
+        self._stop_head_wait()
+        if self._body_late is not None:
+            self._body_late.cancel()
+        self._drained.set()
+        if exc is None:
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._drained.clear()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._drained.set()
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer = self._buffer + data if self._buffer else data
+        if self._pending is not None:
+            self._body_arrived()
+        elif not self._busy:
+            self._next()
+        elif len(self._buffer) > _HIGH_WATER and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def shutdown(self) -> None:
+        """The server is stopping: as uvicorn_serve.py's connections (its `shutdown`)."""
+        if self._busy:
+            self._keep_alive = False
+            return
+        if self._pending is not None:  # answered once its body is in, with Connection: close
+            return
+        self._stop_head_wait()
+        self._close_when_idle(self.loop.time() + UNREAD_WAIT_S)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Answers the request the buffer begins with, if its head is whole (waiting _BODY_WAIT_S for
+        a body that did not come with it); hands the connection over if that request is not plain."""
+        buffer = self._buffer
+        end = buffer.find(b"\r\n\r\n") + 4
+        if end == 3:
+            if len(buffer) > MAX_HEAD_BYTES:
+                self._refuse_head()
+            return
+        if end > MAX_HEAD_BYTES:
+            self._refuse_head()
+            return
+        head = _HEAD.fullmatch(buffer, 0, end)
+        request = None if head is None or self._hot is None else self._plain(head, end)
+        if request is None or request[2] - end > _HIGH_WATER:
+            self._hand_over()
+            return
+        self._stop_head_wait()
+        if request[2] > len(buffer):  # a client that writes the head and the body apart (httpx does)
+            self._pending = request
+            self._body_late = self.loop.call_later(_BODY_WAIT_S, self._body_not_in_time)
+            return
+        self._start(*request)
+
+    def _start(self, scope: Scope, end: int, whole: int, keep_alive: bool) -> None:
+        buffer = self._buffer
+        body, self._buffer = buffer[end:whole], buffer[whole:]
+        if self._reading_paused and len(self._buffer) <= _HIGH_WATER:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        self._busy, self._answered, self._keep_alive = True, False, keep_alive and not self._stopping
+        task = self.loop.create_task(self._answer(scope, body))
+        tasks = self.server_state.tasks
+        task.add_done_callback(tasks.discard)
+        tasks.add(task)
+
+    def _body_arrived(self) -> None:
+        assert self._pending is not None
+        if len(self._buffer) >= self._pending[2]:
+            request, self._pending = self._pending, None
+            if self._body_late is not None:
+                self._body_late.cancel()
+                self._body_late = None
+            self._start(*request)
+
+    def _body_not_in_time(self) -> None:
+        """Its body is slow: uvicorn's cycle takes the request, under the body deadline."""
+        self._pending = self._body_late = None
+        self._hand_over()
+
+    def _plain(self, head: re.Match[bytes], end: int) -> Request | None:
+        """The plain hot request whose head ends at `end`; None for any other."""
+        assert self._hot is not None
+        method, target, fields = head.groups()
+        headers = [(name.lower(), value) for name, value in _FIELD.findall(fields)]
+        length: int | None = None
+        keep_alive = True
+        for name, value in headers:
+            if name == b"content-length":
+                if length is not None or not value.isdigit() or len(value) > 18:
+                    return None
+                length = int(value)
+            elif name in _NOT_PLAIN:
+                return None
+            elif name == b"connection":
+                tokens = {token.strip().lower() for token in value.split(b",")}
+                if b"upgrade" in tokens:
+                    return None
+                keep_alive = b"close" not in tokens
+        scope = self._scope(method.decode("ascii"), target, headers)
+        if scope is None or not self._hot.accepts(scope):
+            return None
+        return scope, end, end + (length or 0), keep_alive
+
+    def _scope(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]]) -> Scope | None:
+        """The scope uvicorn's protocol would make (its on_message_begin and on_headers_complete)."""
+        try:
+            url = httptools.parse_url(target)
+        except httptools.HttpParserInvalidURLError:
+            return None
+        raw_path: bytes = url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root_path: str = self.config.root_path
+        server, client, scheme = self._where
+        return {
+            "type": "http",
+            "asgi": self._asgi,
+            "http_version": "1.1",
+            "server": server,
+            "client": client,
+            "scheme": scheme,
+            "root_path": root_path,
+            "headers": headers,
+            "state": self.app_state.copy(),
+            "method": method,
+            "path": root_path + path,
+            "raw_path": root_path.encode("ascii") + raw_path,
+            "query_string": url.query or b"",
+        }
+
+    async def _answer(self, scope: Scope, body: bytes) -> None:
+        assert self._hot is not None
+        taken = False
+
+        async def receive() -> Message:
+            nonlocal taken
+            taken = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def write(answer: Answer) -> None:
+            if not taken and has_body(scope):  # request_body.py's rule, as uvicorn_hot.py
+                answer[1].append(CLOSE)
+                self._keep_alive = False
+            if self._write_paused and not self._lost:  # a client not reading its answers holds the next back
+                await self._drained.wait()
+            self._write(answer)
+
+        try:
+            await self._hot.respond(scope, receive, write)
+        except BaseException as exc:  # as uvicorn's run_asgi
+            log.error("Exception in ASGI application", exc_info=exc)
+            if not self._answered and not self._lost:
+                self._keep_alive = False
+                self._write(ANSWER_500)
+            self.transport.close()
+
+    def _write(self, answer: Answer) -> None:
+        self._answered = True
+        self.server_state.total_requests += 1
+        if self._lost:
+            return
+        status, headers, content = answer
+        close = not self._keep_alive
+        default_headers = self.server_state.default_headers
+        self.transport.write(answer_bytes(STATUS_LINE[status], default_headers, headers, content, close))
+        self._busy = False
+        if close:
+            self.transport.close()
+            return
+        self._await_head()
+        if self._buffer:  # pipelined, whole or not
+            self._next()
+
+    def _refuse_head(self) -> None:
+        self._stop_head_wait()
+        self.transport.write(refusal_bytes(self.server_state.default_headers, 431, HEAD_TOO_LARGE))
+        self.transport.close()
+
+    def _hand_over(self) -> None:
+        self.server_state.connections.discard(self)
+        self._stop_head_wait()
+        if self._reading_paused:
+            self.transport.resume_reading()
+        successor = self.successor(config=self.config, server_state=self.server_state, app_state=self.app_state)
+        self.transport.set_protocol(successor)  # type: ignore[arg-type]
+        data, self._buffer = self._buffer, b""
+        successor.take_over(self.transport, data, self._write_paused)

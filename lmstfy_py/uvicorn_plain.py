@@ -9,8 +9,8 @@ Plain, here, is a strict subset of HTTP/1.1 that a careful reader cannot mistake
 Expect or Upgrade, and a body of at most 64 KiB in within _BODY_WAIT_S of the head. Everything else
 (an HTTP/1.0 request, a chunked or slow body, `Expect: 100-continue`, a malformed head, any other
 route) goes to uvicorn, which answers it as it always did, 400s included: this module never
-decides what is wrong with a request, only that a request is plain. A head past MAX_HEAD_BYTES
-is refused 431 here, as there.
+decides what is wrong with a request, only that a request is plain. A head still incomplete past
+MAX_HEAD_BYTES is refused 431 here, as there.
 
 What a plain request saves is uvicorn's per-request machinery: the parser's callbacks, the
 RequestResponseCycle and its FlowControl, the pipeline bookkeeping. The answer is HotRoutes.respond's,
@@ -165,10 +165,8 @@ class PlainRequests(asyncio.Protocol, IdleClose):
             if len(buffer) > MAX_HEAD_BYTES:
                 self._refuse_head()
             return
-        if end > MAX_HEAD_BYTES:
-            self._refuse_head()
-            return
-        head = _HEAD.fullmatch(buffer, 0, end)
+        # A head past MAX_HEAD_BYTES that came whole is uvicorn's to judge (it may serve one).
+        head = _HEAD.fullmatch(buffer, 0, end) if end <= MAX_HEAD_BYTES else None
         request = None if head is None or self._hot is None else self._plain(head, end)
         if request is None or request[2] - end > _HIGH_WATER:
             self._hand_over()

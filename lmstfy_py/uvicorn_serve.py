@@ -31,14 +31,14 @@ its head is still answered without the ASGI cycle (uvicorn_hot.py, the class `_C
 What both classes keep alike (the head deadline, the careful close, the answer's bytes) is in
 uvicorn_connection.py.
 
-What stays uvicorn's, once a connection is handed over: parsing, the request/response cycle of
-every other request, flow control, pipelining, `Expect: 100-continue`. Its Server is used for start-up (`startup` with our socket), the Date header
-(its tick loop) and nothing else: no signal handlers (server.py owns them), no lifespan (the apps
-do not use one), no logging configuration (logs.py owns it), no proxy-header rewriting (hypercorn
-does none either), no access log (web/accesslog.py has one). This module leans on
-HttpToolsProtocol's internals (`cycle`, `pipeline`, `parser` callbacks, `send_400_response`), which
-is why the uvicorn version is pinned in pyproject.toml and every suite about connections runs
-under both servers (tests/conftest.py, `http_server`).
+What stays uvicorn's, once a connection is handed over: parsing, the request/response cycle of every
+other request, flow control, pipelining, `Expect: 100-continue`. Its Server is used for start-up
+(`startup` with our socket), the Date header (its tick loop) and nothing else: no signal handlers
+(server.py owns them), no lifespan (the apps do not use one), no logging configuration (logs.py owns
+it), no proxy-header rewriting (hypercorn does none either), no access log (web/accesslog.py has
+one). This module leans on HttpToolsProtocol's internals (`cycle`, `pipeline`, `parser` callbacks,
+`send_400_response`), which is why the uvicorn version is pinned in pyproject.toml and every suite
+about connections runs under both servers (tests/conftest.py, `http_server`).
 """
 
 from __future__ import annotations

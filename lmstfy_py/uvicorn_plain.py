@@ -52,7 +52,12 @@ _HEAD = re.compile(
 )
 # A field's value as httptools hands it to uvicorn: without its leading whitespace, with its trailing.
 _FIELD = re.compile(rb"([^:]+):[\t ]*(.*)\r\n")
-_NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade"})
+# Proxy-Connection: llhttp reads it as Connection, h11 not at all; such a request is uvicorn's.
+_NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"proxy-connection"})
+# How a plain request may begin, before its first line is whole (anything else is uvicorn's at once:
+# it answers a malformed request as soon as httptools sees its first wrong byte).
+_STARTS = (b"GET /", b"PUT /", b"DELETE /")
+_REQUEST_LINE = re.compile(rb"(?:GET|PUT|DELETE) /[\x21-\x7e]* HTTP/1\.1\r\n")
 _HIGH_WATER = 65536  # bytes of pipelined requests held before reading pauses (uvicorn's HIGH_WATER_LIMIT)
 # How long a plain request's body that did not come with its head is waited for here; then uvicorn's
 # cycle takes it, under the body deadline (a client writing head and body apart sends both at once).
@@ -88,7 +93,6 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._buffer = b""  # read, not answered yet: from a request's first byte
         self._busy = False  # a request is being answered
         self._keep_alive = True  # of the request being answered
-        self._answered = False  # its answer was written
         self._lost = False
         self._reading_paused = False
         self._write_paused = False
@@ -161,8 +165,10 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         a body that did not come with it); hands the connection over if that request is not plain."""
         buffer = self._buffer
         end = buffer.find(b"\r\n\r\n") + 4
-        if end == 3:
-            if len(buffer) > MAX_HEAD_BYTES:
+        if end == 3:  # the head is not whole yet
+            if not _may_be_plain(buffer):
+                self._hand_over()
+            elif len(buffer) > MAX_HEAD_BYTES:
                 self._refuse_head()
             return
         # A head past MAX_HEAD_BYTES that came whole is uvicorn's to judge (it may serve one).
@@ -174,6 +180,9 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._stop_head_wait()
         if request[2] > len(buffer):  # a client that writes the head and the body apart (httpx does)
             self._pending = request
+            if self._reading_paused:  # pipelined bytes had filled the buffer: the body is behind them
+                self._reading_paused = False
+                self.transport.resume_reading()
             self._body_late = self.loop.call_later(_BODY_WAIT_S, self._body_not_in_time)
             return
         self._start(*request)
@@ -184,7 +193,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         if self._reading_paused and len(self._buffer) <= _HIGH_WATER:
             self._reading_paused = False
             self.transport.resume_reading()
-        self._busy, self._answered, self._keep_alive = True, False, keep_alive and not self._stopping
+        self._busy, self._keep_alive = True, keep_alive and not self._stopping
         task = self.loop.create_task(self._answer(scope, body))
         tasks = self.server_state.tasks
         task.add_done_callback(tasks.discard)
@@ -222,7 +231,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
                 tokens = {token.strip().lower() for token in value.split(b",")}
                 if b"upgrade" in tokens:
                     return None
-                keep_alive = b"close" not in tokens
+                keep_alive = keep_alive and b"close" not in tokens  # one saying close is enough
         scope = self._scope(method.decode("ascii"), target, headers)
         if scope is None or not self._hot.accepts(scope):
             return None
@@ -258,7 +267,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
 
     async def _answer(self, scope: Scope, body: bytes) -> None:
         assert self._hot is not None
-        taken = False
+        taken = answered = False
 
         async def receive() -> Message:
             nonlocal taken
@@ -266,24 +275,25 @@ class PlainRequests(asyncio.Protocol, IdleClose):
             return {"type": "http.request", "body": body, "more_body": False}
 
         async def write(answer: Answer) -> None:
+            nonlocal answered
             if not taken and has_body(scope):  # request_body.py's rule, as uvicorn_hot.py
                 answer[1].append(CLOSE)
                 self._keep_alive = False
             if self._write_paused and not self._lost:  # a client not reading its answers holds the next back
                 await self._drained.wait()
+            answered = True  # this request's: by the time respond returns, a pipelined one may be under way
             self._write(answer)
 
         try:
             await self._hot.respond(scope, receive, write)
         except BaseException as exc:  # as uvicorn's run_asgi
             log.error("Exception in ASGI application", exc_info=exc)
-            if not self._answered and not self._lost:
+            if not answered and not self._lost:
                 self._keep_alive = False
                 self._write(ANSWER_500)
             self.transport.close()
 
     def _write(self, answer: Answer) -> None:
-        self._answered = True
         self.server_state.total_requests += 1
         if self._lost:
             return
@@ -313,3 +323,12 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self.transport.set_protocol(successor)  # type: ignore[arg-type]
         data, self._buffer = self._buffer, b""
         successor.take_over(self.transport, data, self._write_paused)
+
+
+def _may_be_plain(unended: bytes) -> bool:
+    """Whether a head not whole yet may still become a plain one: its first line (when whole) a
+    plain request line, and every line end CRLF (llhttp refuses a bare LF at once)."""
+    line_end = unended.find(b"\n")
+    if line_end < 0:
+        return any(unended[: len(start)] == start[: len(unended)] for start in _STARTS)
+    return bool(_REQUEST_LINE.fullmatch(unended, 0, line_end + 1)) and unended.count(b"\n") == unended.count(b"\r\n")

@@ -11,8 +11,11 @@ worker, a GET landing on another must not answer the old state.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import Any
+from typing import Any, Self
+
+from redis.exceptions import RedisError
 
 from lmstfy_py import tasks
 from lmstfy_py.admin.contracts import SWITCH_SET, SwitchArgs, SwitchKeys
@@ -35,6 +38,14 @@ class Switch(tasks.OneLoop):
         # older version read by one never overwrites a newer one applied by another.
         self._lock = asyncio.Lock()
         self.loop = tasks.Loop("switch", self._poll, name)
+
+    async def __aenter__(self) -> Self:
+        # The version stored at this process's start, read before it serves: a change another
+        # worker makes before this one's first poll is then one it has not seen, and applies.
+        with contextlib.suppress(RedisError, OSError):  # Redis not answering yet: the first poll reads it
+            await self._refresh()
+        self.start()
+        return self
 
     async def set(self, on: bool) -> None:
         """Switches it here at once, and everywhere within POLL_S."""

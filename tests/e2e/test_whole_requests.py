@@ -77,7 +77,14 @@ def masked(answer: Answer) -> tuple[int, dict[str, str], bytes]:
 
 @pytest.mark.parametrize(
     ("case", "status"),
-    [("published", 201), ("no token", 401), ("bad delay", 400), ("request id", 201), ("closing client", 201)],
+    [
+        ("published", 201),
+        ("no token", 401),
+        ("bad delay", 400),
+        ("request id", 201),
+        ("closing client", 201),
+        ("closing client, then not", 201),  # one Connection saying close is enough
+    ],
 )
 def test_a_body_with_its_head_is_answered_as_one_that_came_later(
     server: Server, token: str, case: str, status: int
@@ -89,6 +96,7 @@ def test_a_body_with_its_head_is_answered_as_one_that_came_later(
         "bad delay": request("PUT", path + "&delay=x", b"hello"),
         "request id": request("PUT", path, b"hello", "X-Request-ID: r-1"),
         "closing client": request("PUT", path, b"hello", "Connection: close"),
+        "closing client, then not": request("PUT", path, b"hello", "Connection: close", "Connection: keep-alive"),
     }[case]
     whole, whole_names, whole_closed = ask(server, message, 0)
     for body_after_s in (SOON_S, LATER_S):
@@ -97,7 +105,7 @@ def test_a_body_with_its_head_is_answered_as_one_that_came_later(
         assert masked(whole) == masked(later)
         assert whole_names == later_names
         # An answer given before the body was taken ends the connection, whichever way the body came.
-        ends = case in ("no token", "bad delay", "closing client")
+        ends = case in ("no token", "bad delay", "closing client", "closing client, then not")
         assert (whole_closed, later_closed) == (ends, ends)
         said = "close" if ends else None
         assert (whole.headers.get("connection"), later.headers.get("connection")) == (said, said)

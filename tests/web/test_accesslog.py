@@ -14,10 +14,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis.asyncio
 
 from benchmarks.harness.lmstfy_servers import Server
+from lmstfy_py.admin import switches
 from lmstfy_py.config import Config, PoolConfig, ServerConfig
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store import keys
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.accesslog import LOGGER_NAME
 from tests.conftest import client_for
@@ -67,6 +70,21 @@ async def test_the_config_sets_the_switch_at_start(redis_url: str) -> None:
             assert (await admin.get("/accesslog")).json() == {"status": "enabled"}
     finally:
         await runtime.stop()
+
+
+async def test_a_switch_made_before_a_workers_first_poll_reaches_it(redis_url: str) -> None:
+    """Two workers: one switches the log on right after the other started (under a loaded CI
+    machine, before that one's first poll): a read on the second must answer on, not its config."""
+    admin = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        async with switches.access_log(admin, False) as first, switches.access_log(admin, False) as second:
+            async with second._lock:  # its first poll held back until the switch was made
+                await first.set(True)
+            assert await second.current() is True
+            assert second.on
+    finally:
+        await admin.delete(keys.ACCESS_LOG_SWITCH)
+        await admin.aclose()
 
 
 async def test_lines_appear_only_while_enabled(admin: httpx.AsyncClient, access_log: pytest.LogCaptureFixture) -> None:

@@ -90,7 +90,10 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._asgi = {"version": config.asgi_version, "spec_version": "2.3"}
         self._head_since = None
         self._idle_poll = None
-        self._buffer = b""  # read, not answered yet: from a request's first byte
+        self._buffer: bytes | bytearray = b""  # read, not answered yet: from a request's first byte
+        # Of a head not whole yet: how many of its bytes were looked at (for its end, for bare LFs),
+        # so that a head sent in many small pieces is not scanned again from its start at each.
+        self._looked = 0
         self._busy = False  # a request is being answered
         self._keep_alive = True  # of the request being answered
         self._lost = False
@@ -139,7 +142,12 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._drained.set()
 
     def data_received(self, data: bytes) -> None:
-        self._buffer = self._buffer + data if self._buffer else data
+        if not self._buffer:
+            self._buffer = data  # most often a whole request, used as it came
+        else:  # appended in place, not copied at each read
+            if isinstance(self._buffer, bytes):
+                self._buffer = bytearray(self._buffer)
+            self._buffer += data
         if self._pending is not None:
             self._body_arrived()
         elif not self._busy:
@@ -164,13 +172,16 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         """Answers the request the buffer begins with, if its head is whole (waiting _BODY_WAIT_S for
         a body that did not come with it); hands the connection over if that request is not plain."""
         buffer = self._buffer
-        end = buffer.find(b"\r\n\r\n") + 4
+        end = buffer.find(b"\r\n\r\n", max(self._looked - 3, 0)) + 4
         if end == 3:  # the head is not whole yet
-            if not _may_be_plain(buffer):
+            if not _may_be_plain(buffer, self._looked):
                 self._hand_over()
             elif len(buffer) > MAX_HEAD_BYTES:
                 self._refuse_head()
+            else:
+                self._looked = len(buffer)
             return
+        self._looked = 0
         # A head past MAX_HEAD_BYTES that came whole is uvicorn's to judge (it may serve one).
         head = _HEAD.fullmatch(buffer, 0, end) if end <= MAX_HEAD_BYTES else None
         request = None if head is None or self._hot is None else self._plain(head, end)
@@ -189,7 +200,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
 
     def _start(self, scope: Scope, end: int, whole: int, keep_alive: bool) -> None:
         buffer = self._buffer
-        body, self._buffer = buffer[end:whole], buffer[whole:]
+        body, self._buffer = bytes(buffer[end:whole]), buffer[whole:]
         if self._reading_paused and len(self._buffer) <= _HIGH_WATER:
             self._reading_paused = False
             self.transport.resume_reading()
@@ -321,14 +332,17 @@ class PlainRequests(asyncio.Protocol, IdleClose):
             self.transport.resume_reading()
         successor = self.successor(config=self.config, server_state=self.server_state, app_state=self.app_state)
         self.transport.set_protocol(successor)  # type: ignore[arg-type]
-        data, self._buffer = self._buffer, b""
+        data, self._buffer, self._looked = bytes(self._buffer), b"", 0
         successor.take_over(self.transport, data, self._write_paused)
 
 
-def _may_be_plain(unended: bytes) -> bool:
+def _may_be_plain(unended: bytes | bytearray, looked: int) -> bool:
     """Whether a head not whole yet may still become a plain one: its first line (when whole) a
-    plain request line, and every line end CRLF (llhttp refuses a bare LF at once)."""
+    plain request line, and every line end CRLF (llhttp refuses a bare LF at once); the first
+    `looked` bytes were found so before (a CRLF may span the two parts)."""
     line_end = unended.find(b"\n")
     if line_end < 0:
         return any(unended[: len(start)] == start[: len(unended)] for start in _STARTS)
-    return bool(_REQUEST_LINE.fullmatch(unended, 0, line_end + 1)) and unended.count(b"\n") == unended.count(b"\r\n")
+    if not _REQUEST_LINE.fullmatch(unended, 0, line_end + 1):
+        return False
+    return unended.count(b"\n", looked) == unended.count(b"\r\n", max(looked - 1, 0))

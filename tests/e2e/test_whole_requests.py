@@ -172,6 +172,23 @@ def test_requests_of_every_kind_pipelined_are_answered_in_order_on_one_connectio
         assert not closed_by_server(sock, 0.2)
 
 
+def test_a_head_sent_a_byte_at_a_time_is_answered_and_the_connection_goes_on(server: Server, token: str) -> None:
+    """Every CRLF split across two reads at some point: uvicorn_plain.py looks at each new piece only
+    (for the head's end, and for a bare LF, which would send the request to uvicorn)."""
+    publish = b"".join(request("PUT", f"/api/{NS}/{QUEUE}b?token={token}", b"bytes"))
+    with connect(server) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a segment, and so a read, each
+        for byte in publish:
+            sock.sendall(bytes([byte]))
+            time.sleep(0.002)
+        assert read_answer(sock).status == 201
+        sock.sendall(publish)
+        assert read_answer(sock).status == 201
+        sock.sendall(head("GET", f"/api/{NS}/{QUEUE}b?token={token}&ttr=30"))
+        assert base64_data(read_answer(sock).json()) == b"bytes"
+        assert not closed_by_server(sock, 0.2)
+
+
 def base64_data(job: object) -> bytes:
     assert isinstance(job, dict)
     return base64.b64decode(job["data"])

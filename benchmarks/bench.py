@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from benchmarks.harness.ports import free_port
 from benchmarks.loadclient import Answer, Connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -658,14 +659,6 @@ async def run_timers(t: Target, meter: Meter, jobs: int) -> Result:
 
 
 # -- the trivial-endpoint ceiling --------------------------------------------------------
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def run_trivial(

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.ports import free_port
+
 HERE = Path(__file__).resolve().parent
 SERVERS = ("hypercorn", "uvicorn", "granian")
 START_TIMEOUT = 20.0
@@ -122,14 +124,6 @@ def running(argv: list[str]) -> Iterator[subprocess.Popen[bytes]]:
             proc.wait()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # workers the supervisor left behind
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- measuring -----------------------------------------------------------------------------

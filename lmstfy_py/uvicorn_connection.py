@@ -1,6 +1,7 @@
 """What the two connection classes of `--http-server uvicorn` share (uvicorn_plain.py's, which a
 connection starts with, and uvicorn_serve.py's, which it may be handed to): the head deadline, the
-careful idle close, and the bytes of an answer and of a refusal.
+careful idle close, the server's state saying it is stopping, and the bytes of an answer and of a
+refusal.
 
 The head deadline: a connection waiting for a request's head is closed `keep_alive_timeout` after
 it began to wait, head complete or not, looked at by one sweep of the server's connections
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+from uvicorn.server import ServerState
+
 from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, unread_bytes
 
 # A whole answer: status, headers, body (web/hot.py's Answer).
@@ -21,18 +24,32 @@ CLOSE = (b"connection", b"close")
 _PHRASES = {400: b"Bad Request", 413: b"Content Too Large", 431: b"Request Header Fields Too Large"}
 
 
+class StoppingState(ServerState):
+    """uvicorn's per-server state, and whether the server is stopping (connections accepted during the
+    stop are told at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
+
+
 class IdleClose:
     """The head deadline and the careful idle close, for a protocol with these attributes."""
 
     transport: asyncio.Transport
     loop: asyncio.AbstractEventLoop
     timeout_keep_alive: int
+    server_state: ServerState
     _head_since: float | None  # loop time since when a request's head is awaited
     _idle_poll: asyncio.TimerHandle | None  # the next look for unread bytes before a close
 
     def _serving(self) -> bool:
         """From a request's head to the end of its answer (pipelined requests included)."""
         raise NotImplementedError
+
+    @property
+    def _stopping(self) -> bool:
+        return isinstance(self.server_state, StoppingState) and self.server_state.stopping
 
     def _await_head(self) -> None:
         self._stop_head_wait()

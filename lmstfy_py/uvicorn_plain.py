@@ -46,18 +46,17 @@ from lmstfy_py.web.request_body import has_body
 
 log = logging.getLogger(__name__)
 
-_HEAD = re.compile(
-    rb"(GET|PUT|DELETE) (/[\x21-\x7e]*) HTTP/1\.1\r\n"
-    rb"((?:[-!#$%&'*+.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*)\r\n"
-)
+_METHODS = (b"GET", b"PUT", b"DELETE")  # the hot routes' (web/hot.py)
+_LINE = rb"(" + b"|".join(_METHODS) + rb") (/[\x21-\x7e]*) HTTP/1\.1\r\n"  # the request line
+_HEAD = re.compile(_LINE + rb"((?:[-!#$%&'*+.^_`|~0-9A-Za-z]+:[\t\x20-\x7e\x80-\xff]*\r\n)*)\r\n")
 # A field's value as httptools hands it to uvicorn: without its leading whitespace, with its trailing.
 _FIELD = re.compile(rb"([^:]+):[\t ]*(.*)\r\n")
 # Proxy-Connection: llhttp reads it as Connection, h11 not at all; such a request is uvicorn's.
 _NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"proxy-connection"})
 # How a plain request may begin, before its first line is whole (anything else is uvicorn's at once:
 # it answers a malformed request as soon as httptools sees its first wrong byte).
-_STARTS = (b"GET /", b"PUT /", b"DELETE /")
-_REQUEST_LINE = re.compile(rb"(?:GET|PUT|DELETE) /[\x21-\x7e]* HTTP/1\.1\r\n")
+_STARTS = tuple(method + b" /" for method in _METHODS)
+_REQUEST_LINE = re.compile(_LINE)
 _HIGH_WATER = 65536  # bytes of pipelined requests held before reading pauses (uvicorn's HIGH_WATER_LIMIT)
 # How long a plain request's body that did not come with its head is waited for here; then uvicorn's
 # cycle takes it, under the body deadline (a client writing head and body apart sends both at once).
@@ -85,8 +84,8 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self.config, self.server_state, self.app_state = config, server_state, app_state
         self.loop = _loop or asyncio.get_running_loop()
         self.timeout_keep_alive = config.timeout_keep_alive
-        app = config.loaded_app
-        self._hot = app if isinstance(app, HotRoutes) else None
+        assert isinstance(config.loaded_app, HotRoutes)  # uvicorn_serve.py's uvicorn_config chooses so
+        self._hot: HotRoutes = config.loaded_app
         self._asgi = {"version": config.asgi_version, "spec_version": "2.3"}
         self._head_since = None
         self._idle_poll = None
@@ -104,10 +103,6 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._drained = asyncio.Event()
         self._drained.set()
         self._where: tuple[Any, Any, str] = (None, None, "http")  # server, client, scheme
-
-    @property
-    def _stopping(self) -> bool:
-        return bool(getattr(self.server_state, "stopping", False))
 
     def _serving(self) -> bool:
         return self._busy or self._pending is not None
@@ -184,16 +179,14 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         self._looked = 0
         # A head past MAX_HEAD_BYTES that came whole is uvicorn's to judge (it may serve one).
         head = _HEAD.fullmatch(buffer, 0, end) if end <= MAX_HEAD_BYTES else None
-        request = None if head is None or self._hot is None else self._plain(head, end)
+        request = None if head is None else self._plain(head, end)
         if request is None or request[2] - end > _HIGH_WATER:
             self._hand_over()
             return
         self._stop_head_wait()
         if request[2] > len(buffer):  # a client that writes the head and the body apart (httpx does)
             self._pending = request
-            if self._reading_paused:  # pipelined bytes had filled the buffer: the body is behind them
-                self._reading_paused = False
-                self.transport.resume_reading()
+            self._resume_reading()  # if pipelined bytes had filled the buffer: the body is behind them
             self._body_late = self.loop.call_later(_BODY_WAIT_S, self._body_not_in_time)
             return
         self._start(*request)
@@ -201,9 +194,8 @@ class PlainRequests(asyncio.Protocol, IdleClose):
     def _start(self, scope: Scope, end: int, whole: int, keep_alive: bool) -> None:
         buffer = self._buffer
         body, self._buffer = bytes(buffer[end:whole]), buffer[whole:]
-        if self._reading_paused and len(self._buffer) <= _HIGH_WATER:
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if len(self._buffer) <= _HIGH_WATER:
+            self._resume_reading()
         self._busy, self._keep_alive = True, keep_alive and not self._stopping
         task = self.loop.create_task(self._answer(scope, body))
         tasks = self.server_state.tasks
@@ -226,7 +218,6 @@ class PlainRequests(asyncio.Protocol, IdleClose):
 
     def _plain(self, head: re.Match[bytes], end: int) -> Request | None:
         """The plain hot request whose head ends at `end`; None for any other."""
-        assert self._hot is not None
         method, target, fields = head.groups()
         headers = [(name.lower(), value) for name, value in _FIELD.findall(fields)]
         length: int | None = None
@@ -277,7 +268,6 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         }
 
     async def _answer(self, scope: Scope, body: bytes) -> None:
-        assert self._hot is not None
         taken = answered = False
 
         async def receive() -> Message:
@@ -320,6 +310,11 @@ class PlainRequests(asyncio.Protocol, IdleClose):
         if self._buffer:  # pipelined, whole or not
             self._next()
 
+    def _resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
     def _refuse_head(self) -> None:
         self._stop_head_wait()
         self.transport.write(refusal_bytes(self.server_state.default_headers, 431, HEAD_TOO_LARGE))
@@ -328,8 +323,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
     def _hand_over(self) -> None:
         self.server_state.connections.discard(self)
         self._stop_head_wait()
-        if self._reading_paused:
-            self.transport.resume_reading()
+        self._resume_reading()  # the successor's flow control starts with reading on
         successor = self.successor(config=self.config, server_state=self.server_state, app_state=self.app_state)
         self.transport.set_protocol(successor)  # type: ignore[arg-type]
         data, self._buffer, self._looked = bytes(self._buffer), b"", 0

@@ -60,7 +60,7 @@ from lmstfy_py.config import ServerConfig
 from lmstfy_py.listeners import BACKLOG
 from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
 from lmstfy_py.socket_queues import UNREAD_WAIT_S, accept_queued
-from lmstfy_py.uvicorn_connection import IdleClose, refusal_bytes
+from lmstfy_py.uvicorn_connection import IdleClose, StoppingState, refusal_bytes
 from lmstfy_py.uvicorn_hot import HotAnswers
 from lmstfy_py.uvicorn_plain import PlainRequests
 from lmstfy_py.web.hot import HotRoutes
@@ -142,24 +142,15 @@ def uvicorn_config(app: ASGIApp, server: ServerConfig, graceful_timeout: int) ->
     )
 
 
-class _State(ServerState):
-    """uvicorn's per-server state, and whether the server is stopping (connections accepted during the
-    stop are told at once)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stopping = False
-
-
 class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
-        self.server_state = _State()
+        self.server_state = StoppingState()
 
 
 async def _stop(runner: _Server, sock: socket.socket, graceful_timeout: float) -> None:
     state = runner.server_state
-    assert isinstance(state, _State)
+    assert isinstance(state, StoppingState)
     state.stopping = True
     for connection in list(state.connections):
         connection.shutdown()
@@ -205,10 +196,6 @@ class _Connection(HotAnswers, IdleClose):
         self._chunked = False  # from the end of a chunked request's head to the end of its body
         self._chunk_at: int | None = None  # _body_bytes when a chunk's size line was parsed in this read
         self._line_start = b""  # while _chunked: how the line the last read ended in begins (zeros dropped)
-
-    @property
-    def _stopping(self) -> bool:
-        return isinstance(self.server_state, _State) and self.server_state.stopping
 
     def _serving(self) -> bool:
         """From a request's head to the end of its answer (pipelined requests included)."""

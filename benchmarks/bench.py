@@ -971,7 +971,29 @@ def ratio_table(top: Side, bottom: Side, first: Side) -> list[str]:
             cpu = {side.name: statistics.median(side.cpu_us[name]) for side in (first, second)}
             line += f"{cpu[first.name]:>18,.0f}{cpu[second.name]:>18,.0f}{cpu[top.name] / cpu[bottom.name]:>{width}.3f}"
         lines.append(line)
+    return lines + paired_rows(top, bottom, ratio)
+
+
+def paired_rows(top: Side, bottom: Side, ratio: str) -> list[str]:
+    """Each round's own top/bottom, and their median: where the machine's speed drifts during a run
+    (other tenants), the two sides of one round saw the same speed, while the medians of each side
+    above may come from rounds apart."""
+    lines = [f"paired, each round's {ratio} and their median:"]
+    for name, top_rates in top.rates.items():
+        pairs = list(zip(top_rates, bottom.rates.get(name, []), strict=False))
+        if not pairs:
+            continue
+        req = [t[0] / b[0] for t, b in pairs if b[0]]
+        line = f"  {name:<16} req/s {_listed(req)}"
+        cpu_pairs = list(zip(top.cpu_us.get(name, []), bottom.cpu_us.get(name, []), strict=False))
+        if cpu_pairs:
+            line += f"; CPU µs/req {_listed([t / b for t, b in cpu_pairs if b])}"
+        lines.append(line)
     return lines
+
+
+def _listed(ratios: list[float]) -> str:
+    return (", ".join(f"{r:.3f}" for r in ratios) + f" (median {statistics.median(ratios):.3f})") if ratios else "-"
 
 
 async def compare(args: argparse.Namespace) -> list[str]:

@@ -11,7 +11,10 @@ Each round, on the same server, each in a fresh namespace purged after it:
    handler, async or sync; its ACKs with its consumes or, `--ack-with-consume off`, by batch
    ACK only, "-batchack" in its name) drains them. Its clock starts at the first job it takes (its start-up
    is not counted) and stops when the queue has nothing ready, delayed or reserved: every job
-   handled and ACKed, end to end (polled every 20 ms).
+   handled and ACKed, end to end (polled every 20 ms). With --raw-carriers N, also N raw
+   connections draining them as the worker's consume loops do (count=100, the ACKs of the jobs
+   before carried by each consume) with no client library and no handler: the worker's pattern
+   at no cost of its own, "raw-carriers" in the figures;
 3. consume100_batch again.
 It prints jobs/s of each; the CPU of the server, its Redis and the consuming side (bench.py's
 clients, or the worker process), and that CPU per job; the consumes and batch ACKs a worker sent
@@ -47,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "q"
 POLL_S = 0.02
 DRAIN_TIMEOUT_S = 600.0
+RAW = "raw"  # Variant.handler of the raw carriers (--raw-carriers), not a worker
 HANDLERS = {
     "async": "benchmarks.bench_worker:noop_async",
     "sync": "benchmarks.bench_worker:noop_sync",
@@ -118,6 +122,35 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
     return Figures(result.jobs, result.seconds, server, redis, "bench", result.client_cpu_pct, result.other_cpu_pct)
 
 
+def carrier(t: Target, queue: str) -> bench.Worker:
+    """What a worker's consume loop would be with no cost of its own: one keep-alive connection, each
+    `GET ?count=100&ack=...` carrying the ACKs of the jobs the one before brought (lmstfy-py's consume
+    that ACKs), no handler; the last ids by one batch ACK."""
+
+    async def run(rec: bench.Recorder) -> None:
+        conn, held = t.connect(), []
+        while rec.open:
+            carried = {"ack": ",".join(f"{queue}:{job_id}" for job_id in held)} if held else {}
+            answer = await rec.timed(conn, "GET", t.path(queue), t.params(ttr=bench.TTR, count=100, **carried))
+            if bench.expect(answer, 200, 404).status == 404:
+                break
+            held = [job["job_id"] for job in answer.json()]
+            rec.done(len(held))
+        if held:
+            bench.expect(await rec.timed(conn, "DELETE", t.path(queue, "jobs"), t.params(job_id=",".join(held))), 204)
+        await conn.close()
+
+    return run
+
+
+async def raw_carriers(t: Target, procs: Processes, jobs: int, connections: int) -> Figures:
+    await prefill(t, jobs)
+    meter = Meter(procs, None)
+    result = await bench.measure("carriers", meter, [carrier(t, QUEUE) for _ in range(connections)], DRAIN_TIMEOUT_S)
+    server, redis = result.server_cpu_pct or 0.0, result.redis_cpu_pct or 0.0
+    return Figures(result.jobs, result.seconds, server, redis, "bench", result.client_cpu_pct, result.other_cpu_pct)
+
+
 # -- the worker ---------------------------------------------------------------------------------------
 
 
@@ -132,6 +165,8 @@ class Variant:
 
     @property
     def name(self) -> str:
+        if self.handler == RAW:
+            return "raw-carriers"
         name = f"worker-{self.handler}" + ("" if self.prefetch is None else f"-p{self.prefetch}")
         return name if self.carry else name + "-batchack"
 
@@ -277,6 +312,8 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
     variants = [
         Variant(h, p, carry == "on") for h in args.handlers for p in args.prefetch for carry in args.ack_with_consume
     ]
+    if args.raw_carriers:  # the worker's pattern at no cost of its own: how far its own CPU is the gap
+        variants.append(Variant(RAW, None))
     found = Found({"consume100_batch": [], **{v.name: [] for v in variants}}, {v.name: [] for v in variants})
 
     def batch_run(round_no: int, when: str) -> float:
@@ -293,7 +330,10 @@ def run_rounds(args: argparse.Namespace, url: str, admin: str) -> Found:
         # Every other round runs the variants in the reverse order (A B, then B A): none always goes first.
         for variant in variants if round_no % 2 else variants[::-1]:
             with fresh_namespace(base, admin, variant.name) as t:
-                figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
+                if variant.handler == RAW:
+                    figures = uvloop.run(raw_carriers(t, procs, args.jobs, args.raw_carriers))
+                else:
+                    figures = run_worker(url, t, procs, args.jobs, args.concurrency, variant)
                 requests = requests_of(admin, t.ns)
             found.figures[variant.name].append(figures)
             runs.append((variant, figures))
@@ -349,6 +389,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=lambda s: bench.names(s, list(HANDLERS)),
         default=["async", "sync"],
         help=f"of {', '.join(HANDLERS)}: no-op, no-op on threads, waiting 5 ms",
+    )
+    parser.add_argument(
+        "--raw-carriers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run, each round, N raw connections consuming as the worker does (count=100, ACKs carried) "
+        "with no handler and no client library: the worker's pattern without its own CPU (0: not run)",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each run")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from lmstfy_py.client.errors import LmstfyError, ServerError, error_for
-from lmstfy_py.client.job import Job
+from lmstfy_py.client.job import Job, job_from
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -144,7 +144,7 @@ def job_of(fields: dict[str, Any]) -> Job:
         if "state" in fields
         else NO_STATE
     )
-    return Job(
+    return job_from(
         fields["job_id"],
         fields["namespace"],
         fields["queue"],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # A queue's counts read the same on both sides of the API: the client answers with the server's own types.
@@ -47,6 +47,19 @@ class Job:
 
     def json(self) -> Any:
         return json.loads(self.data)
+
+
+# Each field's slot, set directly: see job_from.
+_SETTERS = tuple(getattr(Job, found.name).__set__ for found in fields(Job))
+
+
+def job_from(*values: Any) -> Job:
+    """Job(*values) with every field given, in order, for half its CPU: a frozen dataclass's __init__
+    sets each field through object.__setattr__, and a worker makes up to 100 Jobs per consume."""
+    job: Job = object.__new__(Job)
+    for set_field, value in zip(_SETTERS, values, strict=True):
+        set_field(job, value)
+    return job
 
 
 @dataclass(frozen=True, slots=True)

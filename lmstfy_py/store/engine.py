@@ -38,6 +38,7 @@ from lmstfy_py.store.engine_base import (
     EngineObserver,
     PumpResult,
     TimerSignal,
+    TracedJob,
     TracedStep,
     ack_call,
     index_due,
@@ -101,34 +102,51 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
     ) -> list[Published]:
         await self.register_namespace(ns)
         now = now_ms()
-        # A delay already past (a due time the caller counted down before this call) is none.
-        job_ids = [
-            job.job_id or ids.new_job_id(max(job.delay_ms, 0) // 1000, 0 if job.attributes is None else 1, now)
-            for job in jobs
-        ]
-        calls = [
-            self._publish_call(ns, queue, job, job_id, now, replaces) for job, job_id in zip(jobs, job_ids, strict=True)
-        ]
-        earliest = min((now + job.delay_ms for job in jobs if job.delay_ms > 0), default=0)
+        job_ids: list[str] = []
+        calls: list[ScriptCall] = []
+        earliest = 0  # the earliest due time among the delayed jobs, 0 for none
+        # One pass per job, before and after the step: a publish is one job, and each list
+        # comprehension over it cost a frame of its own.
+        for job in jobs:
+            # A delay already past (a due time the caller counted down before this call) is none.
+            delay_ms = job.delay_ms if job.delay_ms > 0 else 0
+            job_id = job.job_id or ids.new_job_id(delay_ms // 1000, 0 if job.attributes is None else 1, now)
+            job_ids.append(job_id)
+            calls.append(self._publish_call(ns, queue, job, job_id, now, replaces))
+            if delay_ms and (not earliest or now + delay_ms < earliest):
+                earliest = now + delay_ms
         start_ns = time.time_ns()
         replies = await run_pipeline(self.script_client, calls, [index_due(ns, earliest)] if earliest else [])
-        outcomes = [self.scripts.publish.parse(reply) for reply in replies[: len(calls)]]
-        created = [outcome.status > 0 for outcome in outcomes]
-        if replaces:  # its ACK, in the same step
-            acked = [(queue, replaces, stored_trace(o.replaced)) for o in outcomes if o.replaced is not None]
+        parse = self.scripts.publish.parse
+        answers: list[Published] = []
+        stored: list[NewJob] = []  # the jobs created
+        made: list[TracedJob] = []
+        acked: list[TracedJob] = []
+        expiry = 0  # the earliest end of a job with a keep and a ttl, 0 for none
+        # zip stops at the jobs: the index update's reply, when sent, comes after theirs.
+        for job, job_id, reply in zip(jobs, job_ids, replies, strict=False):
+            outcome = parse(reply)
+            created = outcome.status > 0
+            answers.append(Published(job_id, created))
+            if created:
+                stored.append(job)
+                made.append((queue, job_id, job.trace))
+            if outcome.replaced is not None:  # its ACK, in the same step
+                acked.append((queue, replaces or "", stored_trace(outcome.replaced)))
+            # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
+            if outcome.status == 2 and (not expiry or now + job.ttl_ms < expiry):
+                expiry = now + job.ttl_ms
+        if replaces:
             self.traced("ack", ns, start_ns, acked)
-        made = [(queue, job_id, job.trace) for job, job_id, c in zip(jobs, job_ids, created, strict=True) if c]
         self.traced("publish", ns, start_ns, made)
         if earliest:
             self.timers.scheduled(earliest)
-        # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
-        expiries = [now + job.ttl_ms for job, outcome in zip(jobs, outcomes, strict=True) if outcome.status == 2]
-        if expiries:
-            await self._scheduled(ns, min(expiries))
-        self.observer.published(self.pool, ns, queue, [j for j, c in zip(jobs, created, strict=True) if c], replaces)
+        if expiry:
+            await self._scheduled(ns, expiry)
+        self.observer.published(self.pool, ns, queue, stored, replaces)
         if replaces and self.layout is not None:
             await self.layout.acked(ns, queue, [replaces])
-        return [Published(job_id, made) for job_id, made in zip(job_ids, created, strict=True)]
+        return answers
 
     def _publish_call(
         self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None
@@ -256,14 +274,14 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
         acked = list(acks.items()) if acks else []
-        before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked]
+        before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked] if acked else []
         start_ns = time.time_ns()
         answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
         reserved, wake_at = step.parse(answers[len(before)])
         for (queue, _), answer in zip(acked, answers, strict=False):
             self.traced("ack", ns, start_ns, acked_traces(queue, self.scripts.ack.parse(answer)))
         jobs = [replies.reserved_job(ns, r) for r in reserved]
-        self.traced("consume", ns, start_ns, [(job.queue, job.job_id, job.trace) for job in jobs])
+        self.traced_jobs("consume", ns, start_ns, jobs)
         if reserved:
             self.timers.scheduled(due)
         if wake_at:  # a queue held back by its rate: its wake-up member is on the timer (SPEC 14)

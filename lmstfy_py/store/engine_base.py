@@ -188,6 +188,14 @@ class EngineBase:
                 end_ns = end_ns or time.time_ns()
                 self.observer.traced(TracedStep(kind, self.pool, ns, queue, job_id, trace, start_ns, end_ns))
 
+    def traced_jobs(self, kind: TracedKind, ns: str, start_ns: int, jobs: Sequence[Job]) -> None:
+        """traced() for jobs a step delivered, whose list is built only when one has a trace (rarely):
+        a consume built it for every delivery."""
+        for job in jobs:
+            if job.trace is not None:
+                self.traced(kind, ns, start_ns, [(j.queue, j.job_id, j.trace) for j in jobs])
+                return
+
     async def register_namespace(self, ns: str) -> None:
         # Before the first job lands, so the pump's sweep always knows every namespace with a timer.
         if self._registered.get(ns, 0.0) <= time.monotonic():

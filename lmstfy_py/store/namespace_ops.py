@@ -137,7 +137,7 @@ class NamespaceOps(EngineBase):
         for mailbox, reserved in zip(waiters, handed, strict=False):
             if reserved:
                 jobs = [replies.reserved_job(ns, r) for r in reserved]
-                self.traced("consume", ns, start_ns, [(job.queue, job.job_id, job.trace) for job in jobs])
+                self.traced_jobs("consume", ns, start_ns, jobs)
                 if not self.handover.deliver(ns, mailbox, jobs):
                     await self._give_back(ns, jobs, mailbox.frozen)
 

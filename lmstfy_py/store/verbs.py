@@ -17,6 +17,8 @@ from lmstfy_py.types import Released
 
 def acked_traces(queue: str, acked: contract.Acked) -> list[TracedJob]:
     """The jobs an ACK step removed with a sampled trace."""
+    if not acked.traced:  # the usual case, without a comprehension's frame
+        return []
     return [(queue, job_id.decode(), stored_trace(field)) for job_id, field in acked.traced]
 
 

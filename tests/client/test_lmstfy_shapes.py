@@ -5,6 +5,7 @@ lmstfy-py's own answers from a real server)."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError, replace
 from typing import Any
 
 import pytest
@@ -27,6 +28,17 @@ def read(call: Any, status: int, body: bytes) -> Any:
 def test_a_go_job_reads_as_a_job_that_never_expires_without_attributes() -> None:
     [job] = read(ROUTES.consume("q", 30, 0, 1), 200, GO_JOB)
     assert job == Job("01M80JAJJVYF6PEPP4G0F00000", "ns", "q", b"hello", ttl=0, elapsed_ms=5, remain_tries=2)
+
+
+def test_a_job_read_is_the_job_its_constructor_makes_and_as_frozen() -> None:
+    # job_of sets the slots of a frozen Job directly (calls.py, job.py's job_from): the same object.
+    body = GO_JOB[:-1] + b',"attributes":{"k":"v"},"state":"reserved","attempts":2,"traceparent":"00-x"}'
+    job = read(ROUTES.peek_job("q", "01M80JAJJVYF6PEPP4G0F00000"), 200, body)
+    made = Job("01M80JAJJVYF6PEPP4G0F00000", "ns", "q", b"hello", 0, 5, 2, {"k": "v"}, state="reserved")
+    assert job == replace(made, attempts=2, traceparent="00-x")
+    assert repr(job) == repr(replace(made, attempts=2, traceparent="00-x"))
+    with pytest.raises(FrozenInstanceError):
+        job.queue = "other"  # type: ignore[misc]
 
 
 def test_go_answers_null_data_for_an_empty_body() -> None:

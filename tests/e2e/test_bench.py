@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,12 +71,22 @@ def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
     done = subprocess.run([*AB, *args], cwd=ROOT, capture_output=True, text=True, timeout=BENCH_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("ab: round") == 4  # two rounds, A and B each
-    table = done.stdout.splitlines()[-3:]
+    table, paired = done.stdout.splitlines()[-6:-3], done.stdout.splitlines()[-3:]
     rates = ["A", "req/s", "B", "req/s", "B/A", "A", "jobs/s", "B", "jobs/s", "B/A"]
     assert table[0].split() == ["scenario", *rates, "A", "CPU", "µs/req", "B", "CPU", "µs/req", "B/A"]
     for row, scenario in zip(table[1:], ("publish", "consume_ack"), strict=True):
         name, *figures = row.split()
         assert name == scenario and len(figures) == 9 and all(float(f.replace(",", "")) > 0 for f in figures), row
+    assert_paired(paired, "B/A", 2)
+
+
+def assert_paired(rows: list[str], ratio: str, rounds: int) -> None:
+    """Each round's own ratio of both sides and their median, per scenario: what a drifting machine does not bias."""
+    assert rows[0] == f"paired, each round's {ratio} and their median:"
+    each = ", ".join([r"[\d.]+"] * rounds)
+    for row, scenario in zip(rows[1:], ("publish", "consume_ack"), strict=True):
+        line = rf"  {scenario} +req/s {each} \(median [\d.]+\); CPU µs/req {each} \(median [\d.]+\)"
+        assert re.fullmatch(line, row), row
 
 
 def test_ab_compares_a_queue_setting_events_on_vs_off(server: Server) -> None:
@@ -102,7 +113,7 @@ def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(serve
     assert done.returncode == 0, done.stdout + done.stderr
     rounds = [line.split(",")[1].split()[0] for line in done.stdout.splitlines() if line.startswith("compare: round")]
     assert rounds == ["ours", "theirs", "theirs", "ours"]  # who goes first alternates
-    table = done.stdout.splitlines()[-3:]
+    table, paired = done.stdout.splitlines()[-6:-3], done.stdout.splitlines()[-3:]
     header = ["scenario", "ours", "req/s", "theirs", "req/s", "ours/theirs", "ours", "jobs/s", "theirs", "jobs/s"]
     cpu = ["ours", "CPU", "µs/req", "theirs", "CPU", "µs/req", "ours/theirs"]
     assert table[0].split() == [*header, "ours/theirs", *cpu]
@@ -110,3 +121,4 @@ def test_compare_runs_both_servers_alternately_and_prints_ours_over_theirs(serve
         name, *figures = row.split()
         assert len(figures) == 9, row
         assert name == scenario and all(float(f.replace(",", "")) > 0 for f in figures), row
+    assert_paired(paired, "ours/theirs", 2)

@@ -53,6 +53,7 @@ RUN_BY = {
     "benchmarks/bench_timer_handover.py": "tests/e2e/test_programs.py::test_bench_timer_handover",
     "benchmarks/timer_stages.py": "tests/e2e/test_programs.py::test_timer_stages",
     "benchmarks/bench_worker.py": "tests/e2e/test_programs.py::test_bench_worker",
+    "benchmarks/bench_client_consume.py": "tests/e2e/test_programs.py::test_bench_client_consume",
     "benchmarks/crash_test.py": "tests/e2e/test_programs.py::test_crash_test",
     "benchmarks/redis_kill_loss.py": "tests/e2e/test_programs.py::test_redis_kill_loss",
     "benchmarks/trivial_app.py": "tests/e2e/test_programs.py::test_trivial_app",
@@ -265,7 +266,7 @@ def test_bench_worker() -> None:
     args = ["--jobs", "300", "--rounds", "1", "--clients", "4", "--settle", "0", "--server-workers", "1"]
     # One handler kind (the sync one runs the same rounds): each run is a worker process's start.
     args += ["--handlers", "async-5ms", "--prefetch", "default", "--http-server", "uvicorn"]
-    args += ["--ack-with-consume", "on,off"]
+    args += ["--ack-with-consume", "on,off", "--raw-carriers", "2"]
     out = ok(run("benchmarks/bench_worker.py", *args))
     for when in ("opening", "closing"):
         line = r"^round 1: consume100_batch +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* bench \d+% other \d+%"
@@ -281,7 +282,20 @@ def test_bench_worker() -> None:
         assert re.search(line, out, re.MULTILINE), out
         line = rf"^  worker-{handler} +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+ \(rounds: [\d.]+\)$"
         assert re.search(line, out, re.MULTILINE), out
+    # The worker's pattern with no client library and no handler, drained as the workers were.
+    line = r"^round 1: raw-carriers +300 jobs in [\d.]+ s: +[\d,]+ jobs/s .* bench \d+% other \d+%  \d+ µs cpu/job$"
+    assert re.search(line, out, re.MULTILINE), out
+    assert re.search(r"^round 1: raw-carriers +requests: consumes [\d,]+ ", out, re.MULTILINE), out
+    assert re.search(r"^  raw-carriers +[\d,]+ jobs/s  worker ÷ consume100_batch [\d.]+ \(rounds", out, re.MULTILINE)
     assert "server stop exit code: 0" in out
+
+
+def test_bench_client_consume() -> None:
+    out = ok(run("benchmarks/bench_client_consume.py", "--jobs", "300", "--rounds", "2"))
+    line = r"^round (\d): (client|raw) +cpu +[\d.]+ µs/job, +[\d.]+ ms/consume; wall +[\d.]+ ms/consume$"
+    runs = re.findall(line, out, re.MULTILINE)
+    assert runs == [("1", "client"), ("1", "raw"), ("2", "raw"), ("2", "client")], out  # who goes first alternates
+    assert re.search(r"^client ÷ raw, CPU per job: [\d.]+ \(rounds: [\d.]+, [\d.]+\)$", out, re.MULTILINE), out
 
 
 def test_crash_test() -> None:

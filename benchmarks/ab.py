@@ -4,7 +4,9 @@
 Two builds of lmstfy-py (the code before and after a change), or one server with and without a
 parameter (--b-query priority=5) or a queue setting (--b-settings events=100000: each scenario's
 queue records its events), each measured in turns so that both see the same noise of a shared
-machine; prints each scenario's median req/s and jobs/s for A and B and their ratio B/A.
+machine; prints each scenario's median req/s and jobs/s for A and B and their ratio B/A, then
+each round's own B/A and their median ("paired": on a machine whose speed drifts during the run,
+the two sides of one round saw the same speed).
 
     .venv/bin/python -m benchmarks.ab --a http://127.0.0.1:7777 http://127.0.0.1:7778 \\
         --b http://127.0.0.1:8777 http://127.0.0.1:8778 --rounds 3 --scenarios publish,consume_ack

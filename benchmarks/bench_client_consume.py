@@ -26,12 +26,11 @@ import uvloop
 
 from benchmarks import bench
 from benchmarks.bench import Target
-from benchmarks.bench_worker import QUEUE, fresh_namespace, prefill
+from benchmarks.bench_worker import QUEUE, ack_held, carrying_consume, fresh_namespace, prefill
 from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import AsyncClient
 
-COUNT = 100
-TTR_S = 60
+COUNT = 100  # what a worker's consume asks for, as carrying_consume does
 
 Drain = Callable[[Target, str, int], Awaitable[int]]  # jobs -> consumes sent
 
@@ -40,7 +39,7 @@ async def with_client(t: Target, url: str, jobs: int) -> int:
     consumes, got, held = 0, 0, []
     async with AsyncClient(url, t.ns, t.token) as client:
         while got < jobs:
-            found = await client.consume_many([QUEUE], COUNT, ttr=TTR_S, timeout=0, ack=held)
+            found = await client.consume_many([QUEUE], COUNT, ttr=bench.TTR, timeout=0, ack=held)
             held = [(job.queue, job.id) for job in found]
             got, consumes = got + len(found), consumes + 1
         await client.ack_many(QUEUE, [job_id for _, job_id in held])
@@ -51,11 +50,12 @@ async def with_raw(t: Target, url: str, jobs: int) -> int:
     conn, rec = t.connect(), bench.Recorder(float("inf"))
     consumes, got, held = 0, 0, []
     while got < jobs:
-        carried = {"ack": ",".join(f"{QUEUE}:{job_id}" for job_id in held)} if held else {}
-        answer = await rec.timed(conn, "GET", t.path(QUEUE), t.params(ttr=TTR_S, count=COUNT, **carried))
-        held = [job["job_id"] for job in bench.expect(answer, 200).json()]
+        found = await carrying_consume(t, rec, conn, held)
+        if found is None:
+            raise RuntimeError(f"no job left after {got} of {jobs}")
+        held = found
         got, consumes = got + len(held), consumes + 1
-    bench.expect(await rec.timed(conn, "DELETE", t.path(QUEUE, "jobs"), t.params(job_id=",".join(held))), 204)
+    await ack_held(t, rec, conn, held)
     await conn.close()
     return consumes
 

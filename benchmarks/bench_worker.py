@@ -45,6 +45,7 @@ import uvloop
 from benchmarks import bench
 from benchmarks.bench import BULK, Meter, Processes, Target
 from benchmarks.harness.lmstfy_servers import Server
+from benchmarks.loadclient import Connection
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "q"
@@ -122,22 +123,32 @@ async def consume100_batch(t: Target, procs: Processes, jobs: int) -> Figures:
     return Figures(result.jobs, result.seconds, server, redis, "bench", result.client_cpu_pct, result.other_cpu_pct)
 
 
-def carrier(t: Target, queue: str) -> bench.Worker:
-    """What a worker's consume loop would be with no cost of its own: one keep-alive connection, each
-    `GET ?count=100&ack=...` carrying the ACKs of the jobs the one before brought (lmstfy-py's consume
-    that ACKs), no handler; the last ids by one batch ACK."""
+async def carrying_consume(t: Target, rec: bench.Recorder, conn: Connection, held: list[str]) -> list[str] | None:
+    """One `GET ?count=100&ack=...` on `conn`, carrying the ACKs of the `held` ids of QUEUE (lmstfy-py's
+    consume that ACKs, as a worker's consume loop sends it): the ids it brought, None for "no job"."""
+    carried = {"ack": ",".join(f"{QUEUE}:{job_id}" for job_id in held)} if held else {}
+    answer = await rec.timed(conn, "GET", t.path(QUEUE), t.params(ttr=bench.TTR, count=100, **carried))
+    if bench.expect(answer, 200, 404).status == 404:
+        return None
+    return [job["job_id"] for job in answer.json()]
+
+
+async def ack_held(t: Target, rec: bench.Recorder, conn: Connection, held: list[str]) -> None:
+    """The last ids, that no consume is left to carry: one batch ACK."""
+    if held:
+        bench.expect(await rec.timed(conn, "DELETE", t.path(QUEUE, "jobs"), t.params(job_id=",".join(held))), 204)
+
+
+def carrier(t: Target) -> bench.Worker:
+    """What a worker's consume loop would be with no cost of its own: one keep-alive connection of
+    carrying consumes until the queue is empty, no handler."""
 
     async def run(rec: bench.Recorder) -> None:
         conn, held = t.connect(), []
-        while rec.open:
-            carried = {"ack": ",".join(f"{queue}:{job_id}" for job_id in held)} if held else {}
-            answer = await rec.timed(conn, "GET", t.path(queue), t.params(ttr=bench.TTR, count=100, **carried))
-            if bench.expect(answer, 200, 404).status == 404:
-                break
-            held = [job["job_id"] for job in answer.json()]
+        while rec.open and (found := await carrying_consume(t, rec, conn, held)) is not None:
+            held = found
             rec.done(len(held))
-        if held:
-            bench.expect(await rec.timed(conn, "DELETE", t.path(queue, "jobs"), t.params(job_id=",".join(held))), 204)
+        await ack_held(t, rec, conn, held)
         await conn.close()
 
     return run
@@ -146,7 +157,7 @@ def carrier(t: Target, queue: str) -> bench.Worker:
 async def raw_carriers(t: Target, procs: Processes, jobs: int, connections: int) -> Figures:
     await prefill(t, jobs)
     meter = Meter(procs, None)
-    result = await bench.measure("carriers", meter, [carrier(t, QUEUE) for _ in range(connections)], DRAIN_TIMEOUT_S)
+    result = await bench.measure("carriers", meter, [carrier(t) for _ in range(connections)], DRAIN_TIMEOUT_S)
     server, redis = result.server_cpu_pct or 0.0, result.redis_cpu_pct or 0.0
     return Figures(result.jobs, result.seconds, server, redis, "bench", result.client_cpu_pct, result.other_cpu_pct)
 

@@ -131,13 +131,12 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
             if created:
                 stored.append(job)
                 made.append((queue, job_id, job.trace))
-            if outcome.replaced is not None:  # its ACK, in the same step
-                acked.append((queue, replaces or "", stored_trace(outcome.replaced)))
+            if replaces and outcome.replaced is not None:  # its ACK, in the same step
+                acked.append((queue, replaces, stored_trace(outcome.replaced)))
             # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
             if outcome.status == 2 and (not expiry or now + job.ttl_ms < expiry):
                 expiry = now + job.ttl_ms
-        if replaces:
-            self.traced("ack", ns, start_ns, acked)
+        self.traced("ack", ns, start_ns, acked)
         self.traced("publish", ns, start_ns, made)
         if earliest:
             self.timers.scheduled(earliest)

@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 import httpcore
 
 from lmstfy_py.client.asyncio_backend import AsyncioBackend
-from lmstfy_py.client.calls import Call
-from lmstfy_py.client.connection import answer_of
+from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.connection import KEEPALIVE_EXPIRY_S, MAX_CONNECTIONS, answer_of
 from lmstfy_py.client.core import Awaiting
 from lmstfy_py.client.events import EventFeed, StreamItem
+from lmstfy_py.client.http11 import Connections
 from lmstfy_py.client.methods import Methods
 from lmstfy_py.client.retry import TRANSPORT_ERRORS
 
@@ -27,10 +28,15 @@ class AsyncClient(Methods, Awaiting):
     """
 
     def _connect(self, options: dict[str, Any]) -> None:
+        end = self._endpoint
+        self._connections = Connections(
+            end.scheme, end.host, end.port, options["ssl_context"], MAX_CONNECTIONS, KEEPALIVE_EXPIRY_S
+        )
+        # Event streams only: an answer read as it comes, for as long as the stream is open.
         self._pool = httpcore.AsyncConnectionPool(**options, network_backend=AsyncioBackend())
 
-    async def _request(self, call: Call[Any]) -> httpcore.Response:
-        return await self._pool.request(**self._endpoint.request(call))
+    async def _request(self, call: Call[Any]) -> Answer:
+        return await self._connections.send(self._endpoint.request_bytes(call), self._endpoint.timeouts(call))
 
     async def _pause(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -59,6 +65,7 @@ class AsyncClient(Methods, Awaiting):
             await asyncio.sleep(feed.broken(failure))
 
     async def close(self) -> None:
+        self._connections.close()
         await self._pool.aclose()
 
     async def __aenter__(self) -> AsyncClient:

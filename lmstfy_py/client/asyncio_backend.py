@@ -135,7 +135,7 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
             # Idle, yet something to read: the server is closing it (or answered out of turn).
-            return bool(self._protocol.buffer) or self._protocol.eof or _readable(self._socket)
+            return bool(self._protocol.buffer) or self._protocol.eof or readable(self._socket)
         names = {"ssl_object": "ssl_object", "client_addr": "sockname", "server_addr": "peername", "socket": "socket"}
         return self._transport.get_extra_info(names[info]) if info in names else None
 
@@ -177,7 +177,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-def _readable(sock: socket.socket | None) -> bool:
+def readable(sock: socket.socket | None) -> bool:
     """Whether a read would return at once (data, or the end); a socket that is gone reads its end."""
     if sock is None or sock.fileno() < 0:
         return True

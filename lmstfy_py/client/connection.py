@@ -19,6 +19,7 @@ import httpcore
 
 from lmstfy_py import __version__
 from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.http11 import Timeouts
 
 # Idle connections are dropped before lmstfy-py's 5 s keep-alive timeout: a request sent on a
 # connection the server is closing fails, and a publish without job_id is not sent again.
@@ -28,6 +29,7 @@ USER_AGENT = f"lmstfy-py-client/{__version__}".encode()
 # Job ids (ours and business ones) are made of these and A-Z a-z 0-9 - _ .: left as they are,
 # a batch ACK's hundred ids are encoded without a character-by-character pass.
 QUERY_SAFE = ",:"
+BODY_METHODS = ("PUT", "POST", "PATCH")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,28 @@ class Endpoint:
             "content": call.body,
             "extensions": self.extensions(call),
         }
+
+    def request_bytes(self, call: Call[Any]) -> bytes:
+        """`call` as it is written on an HTTP/1.1 connection (http11.py), with what httpcore adds:
+        Host, and Content-Length for a body (0 for a PUT or POST without one)."""
+        target = self.prefix + call.path
+        if call.params:
+            target += "?" + urlencode(call.params, safe=QUERY_SAFE)
+        body = call.body or b""
+        lines = [f"{call.method} {target} HTTP/1.1".encode(), self.host_header]
+        lines += [name + b": " + value for name, value in self.request_headers(call)]
+        if call.body is not None or call.method in BODY_METHODS:
+            lines.append(b"Content-Length: %d" % len(body))
+        return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+    @property
+    def host_header(self) -> bytes:
+        host = b"[" + self.host + b"]" if b":" in self.host else self.host  # an IPv6 address
+        return b"Host: " + host + (b"" if self.port is None else b":%d" % self.port)
+
+    def timeouts(self, call: Call[Any]) -> Timeouts:
+        t = self.timeout
+        return Timeouts(connect=t, read=t + call.wait_s, write=t, pool=t)
 
     def request_headers(self, call: Call[Any]) -> list[tuple[bytes, bytes]]:
         return [*self.headers, *((k.encode(), v.encode()) for k, v in call.headers.items())]

@@ -21,10 +21,8 @@ import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
 
-import httpcore
-
-from lmstfy_py.client.calls import Call
-from lmstfy_py.client.connection import Endpoint, answer_of, pool_options
+from lmstfy_py.client.calls import Answer, Call
+from lmstfy_py.client.connection import Endpoint, pool_options
 from lmstfy_py.client.errors import LmstfyError
 from lmstfy_py.client.retry import TRANSPORT_ERRORS, RetryPolicy, transport_failure
 from lmstfy_py.client.routes import Routes
@@ -64,7 +62,7 @@ class Requests:
         """Opens the client's pool of connections (httpcore's, with these options)."""
         raise NotImplementedError
 
-    async def _request(self, call: Call[Any]) -> httpcore.Response:
+    async def _request(self, call: Call[Any]) -> Answer:
         raise NotImplementedError
 
     async def _pause(self, seconds: float) -> None:
@@ -74,7 +72,7 @@ class Requests:
         attempt = 0
         while True:
             try:
-                answer = answer_of(await self._request(call))
+                answer = await self._request(call)
             except TRANSPORT_ERRORS as exc:
                 failure: LmstfyError = transport_failure(exc)
             else:

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import httpcore
 
-from lmstfy_py.client.calls import Call
+from lmstfy_py.client.calls import Answer, Call
 from lmstfy_py.client.connection import answer_of
 from lmstfy_py.client.core import Blocking, run_blocking
 from lmstfy_py.client.events import EventFeed, StreamItem
@@ -28,8 +28,8 @@ class Client(Methods, Blocking):
     def _connect(self, options: dict[str, Any]) -> None:
         self._pool = httpcore.ConnectionPool(**options)
 
-    async def _request(self, call: Call[Any]) -> httpcore.Response:
-        return self._pool.request(**self._endpoint.request(call))
+    async def _request(self, call: Call[Any]) -> Answer:
+        return answer_of(self._pool.request(**self._endpoint.request(call)))
 
     async def _pause(self, seconds: float) -> None:
         time.sleep(seconds)

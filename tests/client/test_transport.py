@@ -5,6 +5,8 @@ that answer nothing, answer late, or close an idle keep-alive connection."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import select
 import socket
 import socketserver
@@ -210,3 +212,124 @@ async def test_an_idle_connection_the_server_closed_is_not_used_again(raw_server
             time.sleep(0.3)
             client.publish("q", b"2")
     assert (closing.connections, closing.requests) == (2, 2)
+
+
+# -- AsyncClient's HTTP/1.1 (client/http11.py) ---------------------------------------------------------
+
+
+def job_object(job_id: str, data: bytes) -> dict[str, object]:
+    encoded = base64.b64encode(data).decode()
+    return {
+        "job_id": job_id,
+        "namespace": NS,
+        "queue": "q",
+        "data": encoded,
+        "ttl": 0,
+        "elapsed_ms": 5,
+        "remain_tries": 2,
+    }
+
+
+def chunked(status: str, body: bytes, pieces: int) -> bytes:
+    size = -(-len(body) // pieces)
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(part), part) for part in (body[i : i + size] for i in range(0, len(body), size))
+    )
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        + chunks
+        + b"0\r\n\r\n"
+    )
+
+
+async def test_a_chunked_answer_is_read_whole(raw_servers: list[RawServer]) -> None:
+    """Go lmstfy sends a consume of many jobs chunked: every job of every chunk is read."""
+    jobs = [job_object(f"01M80JAJJVYF6PEPP4G0F{n:05d}", b"payload %d" % n * 50) for n in range(40)]
+    server = RawServer(chunked("200 OK", json.dumps(jobs).encode(), pieces=7), close_after=None)
+    raw_servers.append(server)
+    async with AsyncClient(server.url, NS, "token", retries=0) as client:
+        found = await client.consume_many("q", 40)
+    assert [(job.id, job.data) for job in found] == [(j["job_id"], b"payload %d" % n * 50) for n, j in enumerate(jobs)]
+
+
+async def test_an_answer_ending_with_its_connection_is_read_whole(raw_servers: list[RawServer]) -> None:
+    """No length, no chunks: the body is what came before the close (HTTP/1.0's framing)."""
+    server = RawServer(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n\r\n" + PUBLISHED, close_after=0.05)
+    raw_servers.append(server)
+    async with AsyncClient(server.url, NS, "token", retries=0) as client:
+        assert await client.publish("q", b"x") == "01M80JAJJVYF6PEPP4G0F00000"
+
+
+async def test_a_connection_the_answer_closes_is_not_used_again(raw_servers: list[RawServer]) -> None:
+    """`Connection: close`: the next request opens another connection (this server reads one request
+    per connection, so a reuse would wait for an answer that never comes)."""
+    answer = b"HTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(PUBLISHED), PUBLISHED)
+    server = RawServer(answer, close_after=None)
+    raw_servers.append(server)
+    async with AsyncClient(server.url, NS, "token", timeout=2, retries=0) as client:
+        for n in range(3):
+            assert await client.publish("q", b"%d" % n) == "01M80JAJJVYF6PEPP4G0F00000"
+    assert (server.connections, server.requests) == (3, 3)
+
+
+async def test_keep_alive_answers_reuse_one_connection(lmstfy_server: Server, namespace: str, token: str) -> None:
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as client:
+        for n in range(20):
+            await client.publish("keep", b"%d" % n)
+        assert await client.size("keep") == 20
+        assert len(client._connections.idle) == 1  # one connection carried the 21 requests
+
+
+@pytest.mark.parametrize(
+    ("answer", "match"),
+    [
+        (b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\nshort", "connection closed mid-answer"),
+        (b"NOT HTTP AT ALL\r\n\r\n", "malformed answer"),
+        (b"", "closed the connection without answering"),
+    ],
+)
+async def test_a_broken_answer_is_unavailable_after_sending(
+    raw_servers: list[RawServer], answer: bytes, match: str
+) -> None:
+    server = RawServer(answer, close_after=0.01)
+    raw_servers.append(server)
+    async with AsyncClient(server.url, NS, "token", timeout=2, retries=2, backoff=0.01) as client:
+        with pytest.raises(Unavailable, match=match) as caught:
+            await client.publish("q", b"x")
+    assert caught.value.sent and server.requests == 1  # a publish without job_id is never sent twice
+
+
+async def test_a_cancelled_request_leaves_no_answer_for_the_next(raw_servers: list[RawServer]) -> None:
+    """The answer of a request given up on still comes; the next request must not read it as its own."""
+    late = RawServer(None, close_after=None)
+    raw_servers.append(late)
+    async with AsyncClient(late.url, NS, "token", timeout=5, retries=0) as client:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(client.publish("q", b"first"), 0.2)
+        late.answer = b"HTTP/1.1 201 Created\r\nContent-Length: %d\r\n\r\n%s" % (len(PUBLISHED), PUBLISHED)
+        assert await client.publish("q", b"second") == "01M80JAJJVYF6PEPP4G0F00000"
+    assert late.connections == 2
+
+
+async def test_requests_past_the_connection_limit_wait_for_a_free_one(
+    lmstfy_server: Server, namespace: str, token: str
+) -> None:
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as client:
+        client._connections.limit = 2
+        ids = await asyncio.gather(*(client.publish("limited", b"%d" % n) for n in range(10)))
+        assert len(set(ids)) == 10 and await client.size("limited") == 10
+        assert len(client._connections.idle) == 2
+
+
+async def test_no_free_connection_within_the_timeout_is_unavailable_never_sent(raw_servers: list[RawServer]) -> None:
+    silent = RawServer(None, close_after=None)
+    raw_servers.append(silent)
+    async with AsyncClient(silent.url, NS, "token", timeout=0.3, retries=0) as client:
+        client._connections.limit = 1
+        long_poll = asyncio.ensure_future(client.consume("q", timeout=3))  # holds the connection 3.3 s
+        await asyncio.sleep(0.05)
+        with pytest.raises(Unavailable, match="waiting for a free connection") as caught:
+            await client.publish("q", b"second")
+        assert not caught.value.sent
+        long_poll.cancel()
+    assert silent.requests == 1

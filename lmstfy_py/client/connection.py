@@ -1,11 +1,10 @@
-"""What both clients send through httpcore: the server's address, each call's URL, headers and
-timeouts, and the answer as the readers see it.
+"""What both clients send: the server's address, each call's URL, headers and timeouts (as
+httpcore's arguments for Client and event streams, as bytes on a connection for AsyncClient's
+requests, http11.py), and the answer as the readers see it.
 
-httpcore is httpx's own transport, with one API for blocking and asyncio code: pooled
-keep-alive connections, connect/read/write/pool timeouts, TLS. httpx's layer above it (URL
-objects, cookies, redirects, auth, hooks) is nothing this client uses and cost ~40% of each
-request's CPU, most of what a worker spends (docs/CLIENT.md, "Why httpcore"). AsyncClient gives
-httpcore a network layer of its own (asyncio_backend.py) instead of anyio.
+httpcore is httpx's own transport: pooled keep-alive connections, connect/read/write/pool
+timeouts, TLS. httpx's layer above it (URL objects, cookies, redirects, auth, hooks) is nothing
+this client uses and cost ~40% of each request's CPU (docs/CLIENT.md, "How the clients send").
 """
 
 from __future__ import annotations

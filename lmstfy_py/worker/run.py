@@ -121,7 +121,10 @@ class Run:
         self.waiting: deque[Running] = deque()  # reserved, their handlers not started: the prefetch
         self.requested = 0  # jobs asked for by the consumes in flight
         self.stale = 0  # buffer places taken by jobs given back for waiting too long; a handler's end frees one
-        self.tasks: set[asyncio.Task[None]] = set()  # every handler task, until it has settled its job
+        # The slots, and the give-backs: a stop waits for them to settle their jobs.
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.idle_slots: deque[asyncio.Future[None]] = deque()  # each woken alone, as fetchers are
+        self.wake_due = False  # a wake-up of idle slots is scheduled
         self.slot_freed = asyncio.Event()  # in a stop: a handler ended, or the stop hurries
         # Fetchers waiting for room, each woken alone: waking them all at every handler's end cost
         # more than the consumes.
@@ -144,6 +147,8 @@ class Run:
         self.slot_freed.set()
         while self.idle_fetchers:
             self._wake_fetcher()
+        while self.idle_slots:
+            self._wake_slot()
 
     async def run(self) -> None:
         log.info(
@@ -154,6 +159,8 @@ class Run:
             self.w.ttr,
             "async" if self.w.async_handler else "sync",
         )
+        for _ in range(self.w.concurrency):
+            self._track(self._slot())
         fetchers = [self._guarded(self._fetch(consumer)) for consumer in self.consumers]
         acks, leases = self._guarded(self.acks.run()), self._guarded(self._keep_leases())
         await self.stopping.wait()
@@ -229,12 +236,9 @@ class Run:
             now = self.loop.time()
             if len(jobs) == count:
                 self.pace.consumed(now - sent)
-            for job in jobs:
-                held = Running(job, now + self.w.ttr / 2, sent + self.w.ttr)
-                if len(self.running) < self.w.concurrency and not self.stopping.is_set():
-                    self._start(held)
-                else:
-                    self.waiting.append(held)
+            self.waiting.extend(Running(job, now + self.w.ttr / 2, sent + self.w.ttr) for job in jobs)
+            if jobs and self.idle_slots:
+                self._wake_slot()  # which wakes more once its handler waits (_slot)
 
     def _prefetch(self) -> int:
         """Jobs to hold beyond the concurrency, before the places of jobs given back as stale."""
@@ -265,12 +269,45 @@ class Run:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
-    def _start(self, running: Running) -> None:
-        self.running.add(running)
-        running.task = self._track(self._handle(running))
+    # -- the slots -------------------------------------------------------------------------------
+
+    async def _slot(self) -> None:
+        """One of `concurrency` handler slots: runs the waiting jobs one after another until the stop.
+        A task per job cost a busy worker a quarter of its own CPU (docs/PERFORMANCE.md)."""
+        slot = asyncio.current_task()
+        while not self.stopping.is_set():
+            if not self.waiting:
+                free = self.loop.create_future()
+                self.idle_slots.append(free)
+                await free
+                continue
+            running = self.waiting.popleft()
+            running.task = slot
+            self.running.add(running)
+            if self.waiting and self.idle_slots and not self.wake_due:
+                # The other idle slots are woken once this one waits: a handler that does not wait
+                # lets this slot run the whole consume, with no other slot woken for nothing.
+                self.wake_due = True
+                self.loop.call_soon(self._wake_slots)
+            try:
+                await self._handle(running)
+            except Exception:
+                log.exception("job %s of %s: the worker failed to settle it", running.job.id, running.job.queue)
+
+    def _wake_slots(self) -> None:
+        self.wake_due = False
+        for _ in range(min(len(self.waiting), len(self.idle_slots))):
+            self._wake_slot()
+
+    def _wake_slot(self) -> None:
+        while self.idle_slots:
+            free = self.idle_slots.popleft()
+            if not free.done():
+                free.set_result(None)
+                return
 
     def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """A task the stop waits for (self.tasks) until it has settled its job."""
+        """A task the stop waits for (self.tasks): a slot, or a give-back."""
         task = self.loop.create_task(work)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -292,8 +329,6 @@ class Run:
             self.pace.finished()
             if self.stale:
                 self.stale -= 1  # a job went through: the buffer may hold one more again
-            if self.waiting and not self.stopping.is_set():
-                self._start(self.waiting.popleft())
             if self.stopping.is_set():
                 self.slot_freed.set()
             elif self.idle_fetchers and self._consume_size():

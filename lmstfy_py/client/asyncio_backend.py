@@ -1,12 +1,13 @@
-"""httpcore's network layer for AsyncClient, on asyncio's own transports (uvloop's where it runs).
+"""httpcore's network layer for AsyncClient's event streams, on asyncio's own transports (uvloop's
+where it runs); its other requests go through http11.py, which shares `readable` from here.
 
 httpcore's default on asyncio goes through anyio: a cancel scope and a timeout per read and
 write, and, each time a pooled connection is taken, a dict of every socket attribute built to
 find the socket (its "is the server closing it?" check). That was about a third of a busy
-worker's CPU (docs/PERFORMANCE.md, "The Python worker"). Here a read waits on one future with
-one timer, a write is `transport.write` (waiting only while the transport asks us to pause), and
-the socket is looked up once. httpcore still does HTTP, pooling and the timeouts' bookkeeping;
-this only moves bytes.
+worker's CPU when its consumes went through httpcore (docs/PERFORMANCE.md, "The Python
+worker"). Here a read waits on one future with one timer, a write is `transport.write` (waiting
+only while the transport asks us to pause), and the socket is looked up once. httpcore still does
+HTTP, pooling and the timeouts' bookkeeping; this only moves bytes.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ import math
 
 # Room for six consumes of 100 (run.py's FETCHERS). With 128 jobs in flight, no-op handlers on a
 # 2-core machine ran at ~0.5x the batch clients' pace; with four consumes of 100, ~0.65x; with six,
-# each on its own connection, 0.73-0.77x (docs/PERFORMANCE.md, "The Python worker").
+# each on its own connection, 0.73-0.77x (docs/PERFORMANCE.md, "The Python worker"); 0.83-0.90x
+# since the client's consumes run on httptools and the handlers in slots.
 MAX_AUTO_PREFETCH = 600
 ROUND_TRIPS = 2
 RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long

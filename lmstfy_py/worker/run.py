@@ -52,11 +52,11 @@ log = logging.getLogger("lmstfy_py.worker")
 
 # Consumes in flight at most, each for up to `count` of the free room and each on a connection of
 # its own (one client per consume loop): while some wait for the server's answer, the jobs of the
-# others run, and the server and Redis serve several requests per wake-up. In one shared pool
-# httpcore goes over every pooled connection, pairwise, at each request's start and end, so more
-# loops cost the worker more per request (eight on one pool: a third more CPU for the same pace);
-# on connections of their own six did best (docs/PERFORMANCE.md, "The Python worker"). The
-# half-consume rule keeps a small buffer from being split into small consumes.
+# others run, and the server and Redis serve several requests per wake-up. Six did best when the
+# client was on httpcore (whose pool, shared, cost more per request the more loops used it), and
+# ten do no better on httptools: the server and Redis answering the consumes bound the pace then
+# (docs/PERFORMANCE.md, "The worker's consumes on httptools"). The half-consume rule keeps a small
+# buffer from being split into small consumes.
 FETCHERS = 6
 MIN_TOUCH_PERIOD_S = 0.05
 ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried

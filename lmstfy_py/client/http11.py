@@ -76,7 +76,7 @@ class _Exchange(asyncio.Protocol):
         if self.headed and not self.framed:
             self.on_message_complete()  # a body that ends with the connection
         elif not self.started:
-            self._fail(httpcore.RemoteProtocolError("the server closed the connection without answering"))
+            self._fail(httpcore.RemoteProtocolError("the connection closed before any answer"))
         else:
             self._fail(httpcore.ReadError(str(exc) if exc else "the connection closed mid-answer"))
 
@@ -204,26 +204,27 @@ class Connections:
         self.ssl_context = ssl_context
         self.limit, self.keepalive_expiry = limit, keepalive_expiry
         self.idle: list[Connection] = []
-        self.in_use = 0
+        self.busy: set[Connection] = set()
+        self.in_use = 0  # requests holding or opening a connection
         self.waiting: deque[asyncio.Future[None]] = deque()
 
     async def send(self, request: bytes, timeouts: Timeouts) -> Answer:
         if self.in_use >= self.limit:
             await self._wait_for_room(timeouts.pool)
         self.in_use += 1
+        connection = None
         try:
             connection = self._idle() or await self._open(timeouts.connect)
+            self.busy.add(connection)
             answer = await connection.send(request, timeouts)
             if connection.reusable:
                 self.idle.append(connection)
             return answer
         finally:
+            if connection is not None:
+                self.busy.discard(connection)
             self.in_use -= 1
-            while self.waiting:
-                room = self.waiting.popleft()
-                if not room.done():
-                    room.set_result(None)
-                    break
+            self._wake_next()
 
     def _idle(self) -> Connection | None:
         oldest = asyncio.get_running_loop().time() - self.keepalive_expiry
@@ -235,15 +236,30 @@ class Connections:
         return None
 
     async def _wait_for_room(self, timeout: float) -> None:
-        room = asyncio.get_running_loop().create_future()
-        self.waiting.append(room)
-        try:
-            async with asyncio.timeout(timeout):
-                await room
-        except TimeoutError:
-            raise httpcore.PoolTimeout("timed out waiting for a free connection") from None
-        finally:
-            room.cancel()  # done already, or no longer wanted
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        # Woken, a request may find the place taken by one that came meanwhile: it waits again.
+        while self.in_use >= self.limit:
+            room = loop.create_future()
+            self.waiting.append(room)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await room
+            except TimeoutError:
+                raise httpcore.PoolTimeout("timed out waiting for a free connection") from None
+            except BaseException:
+                if room.done() and not room.cancelled():
+                    self._wake_next()  # woken, then cancelled: the place goes to the next
+                raise
+            finally:
+                room.cancel()  # done already, or no longer wanted
+
+    def _wake_next(self) -> None:
+        while self.waiting:
+            room = self.waiting.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
 
     async def _open(self, timeout: float) -> Connection:
         loop = asyncio.get_running_loop()
@@ -260,7 +276,8 @@ class Connections:
         return Connection(transport, exchange, loop)
 
     def close(self) -> None:
-        for connection in self.idle:
+        """Closes every connection; a request still on one fails (AsyncClient.close, as httpcore's pool)."""
+        for connection in [*self.idle, *self.busy]:
             connection.close()
         self.idle.clear()
 

@@ -285,7 +285,7 @@ async def test_keep_alive_answers_reuse_one_connection(lmstfy_server: Server, na
     [
         (b"HTTP/1.1 201 Created\r\nContent-Length: 10\r\n\r\nshort", "connection closed mid-answer"),
         (b"NOT HTTP AT ALL\r\n\r\n", "malformed answer"),
-        (b"", "closed the connection without answering"),
+        (b"", "connection closed before any answer"),
     ],
 )
 async def test_a_broken_answer_is_unavailable_after_sending(
@@ -333,3 +333,16 @@ async def test_no_free_connection_within_the_timeout_is_unavailable_never_sent(r
         assert not caught.value.sent
         long_poll.cancel()
     assert silent.requests == 1
+
+
+async def test_closing_the_client_ends_a_request_in_flight(lmstfy_server: Server, namespace: str, token: str) -> None:
+    """As httpcore's pool did: close() ends every connection, a long-poll's too, at once."""
+    client = AsyncClient(lmstfy_server.data_url, namespace, token, retries=0)
+    long_poll = asyncio.ensure_future(client.consume("nothing-here", timeout=5))
+    await asyncio.sleep(0.3)  # it waits on the server
+    started = time.monotonic()
+    await client.close()
+    with pytest.raises(Unavailable, match="closed before any answer"):
+        await long_poll
+    assert time.monotonic() - started < 1
+    assert not client._connections.idle and not client._connections.busy

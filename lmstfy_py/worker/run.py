@@ -36,7 +36,6 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Throttled, Unavailable
@@ -45,6 +44,7 @@ from lmstfy_py.worker.acks import AckBatcher
 from lmstfy_py.worker.handlers import result_body
 from lmstfy_py.worker.metrics import Recorder
 from lmstfy_py.worker.pace import Pace
+from lmstfy_py.worker.records import Running, Settings, Tally
 from lmstfy_py.worker.settle import BACKOFF_S, MAX_BACKOFF_S, Settler
 from lmstfy_py.worker.settle import STOPPED_REASON as STOPPED_REASON  # imported from here by callers
 
@@ -60,41 +60,6 @@ log = logging.getLogger("lmstfy_py.worker")
 FETCHERS = 6
 MIN_TOUCH_PERIOD_S = 0.05
 ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What a run needs of its Worker."""
-
-    namespace: str
-    queues: list[str]
-    concurrency: int
-    prefetch: int | None  # None: it follows the handlers' pace (pace.py)
-    ttr: float
-    count: int
-    grace: float
-    poll: int
-    timeout: float  # of each request: how long the stop waits for settling releases
-    async_handler: bool
-    ack_with_consume: bool = True  # finished jobs' ACKs ride on the next consume (acks.py)
-
-
-@dataclass(eq=False, slots=True)
-class Running:
-    """A job in hand: waiting for a slot, then running (`task`); `abandoned` once the stop released it."""
-
-    job: Job
-    touch_at: float  # loop time of the next touch; waiting: when it goes back untried
-    lease_ends: float  # loop time before which its reservation cannot end (a consume's or touch's send + ttr)
-    task: asyncio.Task[None] | None = None
-    abandoned: bool = False
-
-
-@dataclass
-class Tally:
-    processed: int = 0
-    failed: int = 0
-    given_back: int = 0
 
 
 class Run:

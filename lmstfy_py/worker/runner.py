@@ -14,7 +14,8 @@ from lmstfy_py.client import AsyncClient, Job
 from lmstfy_py.tracing.propagation import in_job_context
 from lmstfy_py.worker.handlers import Handler, HandlerThreads, is_async
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
-from lmstfy_py.worker.run import FETCHERS, Run, Settings, Tally
+from lmstfy_py.worker.records import Settings, Tally
+from lmstfy_py.worker.run import FETCHERS, Run
 
 MAX_COUNT = 100  # the server's largest consume
 

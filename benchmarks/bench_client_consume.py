@@ -7,7 +7,8 @@
 A worker's consume loop, alone, on one connection: --jobs jobs prefilled, then drained by
 `GET ?count=100` each carrying the ACKs of the jobs the one before brought (the worker's
 consume), until none is left. Two ways, alternated round by round, each in a fresh namespace:
-`client`, lmstfy-py's AsyncClient (`consume_many(ack=...)`: httpcore, the answer read into Jobs),
+`client`, lmstfy-py's AsyncClient (`consume_many(ack=...)`: its own connection, the answer parsed
+by httptools and read into Jobs),
 and `raw`, bench.py's own keep-alive connection (the bytes, `json.loads`, the ids). It prints the
 CPU of this process per job and per consume (what the client costs the machine its worker runs
 on) and the wall time per consume; then the medians, and client ÷ raw.

@@ -41,6 +41,7 @@ class Endpoint:
     prefix: str  # a path the server is mounted under behind a proxy, "" usually
     headers: tuple[tuple[bytes, bytes], ...]
     timeout: float
+    head: bytes  # Host and `headers` as written on a connection (http11.py): made once, not per request
 
     @classmethod
     def of(cls, url: str, token: str, timeout: float) -> Endpoint:
@@ -50,13 +51,20 @@ class Endpoint:
         # The token goes in a header, never in the URL, where access logs would keep it.
         headers = ((b"X-Token", token.encode()), (b"User-Agent", USER_AGENT))
         host = parts.hostname.encode("idna")
-        return cls(parts.scheme.encode(), host, parts.port, parts.path.rstrip("/"), headers, timeout)
+        bracketed = b"[" + host + b"]" if b":" in host else host  # an IPv6 address
+        lines = [b"Host: " + bracketed + (b"" if parts.port is None else b":%d" % parts.port)]
+        head = b"".join(line + b"\r\n" for line in [*lines, *(name + b": " + value for name, value in headers)])
+        return cls(parts.scheme.encode(), host, parts.port, parts.path.rstrip("/"), headers, timeout, head)
 
-    def url(self, call: Call[Any]) -> httpcore.URL:
+    def target(self, call: Call[Any]) -> str:
+        """The request target: the path under the prefix, and the query."""
         target = self.prefix + call.path
         if call.params:
             target += "?" + urlencode(call.params, safe=QUERY_SAFE)
-        return httpcore.URL(scheme=self.scheme, host=self.host, port=self.port, target=target.encode())
+        return target
+
+    def url(self, call: Call[Any]) -> httpcore.URL:
+        return httpcore.URL(scheme=self.scheme, host=self.host, port=self.port, target=self.target(call).encode())
 
     def request(self, call: Call[Any]) -> dict[str, Any]:
         """The arguments of httpcore's `request` (blocking or awaited) for `call`."""
@@ -71,20 +79,12 @@ class Endpoint:
     def request_bytes(self, call: Call[Any]) -> bytes:
         """`call` as it is written on an HTTP/1.1 connection (http11.py), with what httpcore adds:
         Host, and Content-Length for a body (0 for a PUT or POST without one)."""
-        target = self.prefix + call.path
-        if call.params:
-            target += "?" + urlencode(call.params, safe=QUERY_SAFE)
         body = call.body or b""
-        lines = [f"{call.method} {target} HTTP/1.1".encode(), self.host_header]
-        lines += [name + b": " + value for name, value in self.request_headers(call)]
+        request = [f"{call.method} {self.target(call)} HTTP/1.1\r\n".encode(), self.head]
+        request += [k.encode() + b": " + v.encode() + b"\r\n" for k, v in call.headers.items()]
         if call.body is not None or call.method in BODY_METHODS:
-            lines.append(b"Content-Length: %d" % len(body))
-        return b"\r\n".join(lines) + b"\r\n\r\n" + body
-
-    @property
-    def host_header(self) -> bytes:
-        host = b"[" + self.host + b"]" if b":" in self.host else self.host  # an IPv6 address
-        return b"Host: " + host + (b"" if self.port is None else b":%d" % self.port)
+            request.append(b"Content-Length: %d\r\n" % len(body))
+        return b"".join(request) + b"\r\n" + body
 
     def timeouts(self, call: Call[Any]) -> Timeouts:
         t = self.timeout

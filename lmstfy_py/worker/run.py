@@ -111,9 +111,9 @@ class Run:
         self.stopping.set()
         self.slot_freed.set()
         while self.idle_fetchers:
-            self._wake_fetcher()
+            _wake_first(self.idle_fetchers)
         while self.idle_slots:
-            self._wake_slot()
+            _wake_first(self.idle_slots)
 
     async def run(self) -> None:
         log.info(
@@ -203,7 +203,7 @@ class Run:
                 self.pace.consumed(now - sent)
             self.waiting.extend(Running(job, now + self.w.ttr / 2, sent + self.w.ttr) for job in jobs)
             if jobs and self.idle_slots:
-                self._wake_slot()  # which wakes more once its handler waits (_slot)
+                _wake_first(self.idle_slots)  # which wakes more once its handler waits (_slot)
 
     def _prefetch(self) -> int:
         """Jobs to hold beyond the concurrency, before the places of jobs given back as stale."""
@@ -222,13 +222,6 @@ class Run:
         # would leave it idle (the buffer is empty when its jobs were given back as stale).
         starved = in_hand < self.w.concurrency
         return min(free, self.w.count) if starved or free >= min(self.w.count, limit) // 2 else 0
-
-    def _wake_fetcher(self) -> None:
-        while self.idle_fetchers:
-            room = self.idle_fetchers.popleft()
-            if not room.done():
-                room.set_result(None)
-                return
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -262,14 +255,7 @@ class Run:
     def _wake_slots(self) -> None:
         self.wake_due = False
         for _ in range(min(len(self.waiting), len(self.idle_slots))):
-            self._wake_slot()
-
-    def _wake_slot(self) -> None:
-        while self.idle_slots:
-            free = self.idle_slots.popleft()
-            if not free.done():
-                free.set_result(None)
-                return
+            _wake_first(self.idle_slots)
 
     def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A task the stop waits for (self.tasks): a slot, or a give-back."""
@@ -297,7 +283,7 @@ class Run:
             if self.stopping.is_set():
                 self.slot_freed.set()
             elif self.idle_fetchers and self._consume_size():
-                self._wake_fetcher()
+                _wake_first(self.idle_fetchers)
         if running.abandoned:
             return  # released at the stop: another worker may have it by now
         seconds = time.perf_counter() - started
@@ -393,3 +379,13 @@ class Run:
             held.abandoned = True
             self.tally.given_back += 1
             self._track(self.settler.give_back_untried(held.job))
+
+
+def _wake_first(waiting: deque[asyncio.Future[None]]) -> None:
+    """Wakes the first of `waiting` still waiting (a fetcher or a slot): one at a time, as each has
+    room for one more thing to do."""
+    while waiting:
+        first = waiting.popleft()
+        if not first.done():
+            first.set_result(None)
+            return

@@ -24,6 +24,7 @@ async def run(args: argparse.Namespace) -> list[str]:
     a = bench.Side("A", *args.a, bench.query_pairs(args.a_query), bench.query_pairs(args.a_settings))
     b = bench.Side("B", *args.b, bench.query_pairs(args.b_query), bench.query_pairs(args.b_settings))
     settings = ["--duration", str(args.duration), "--clients", str(args.clients), "--scenarios", args.scenarios]
+    settings += ["--e2e-rate", str(args.e2e_rate)]
     await bench.alternate((a, b), bench.parse_args([*settings, "--settle", str(args.settle)]), args.rounds, "ab")
     return bench.ratio_table(b, a, a)
 
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--settle", type=float, default=2.0)
+    parser.add_argument("--e2e-rate", type=float, default=0.0, help="bench.py --e2e-rate")
     args = parser.parse_args(argv)
     print("\n".join(asyncio.run(run(args))))
 

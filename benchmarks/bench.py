@@ -8,8 +8,8 @@ benchmarks/loadclient.py: a client library's pool would serialize them) and prin
 requests/s, jobs/s, request latency p50/p99, and the CPU of the server (its process and every
 descendant, i.e. all workers) and of its Redis, read from /proc over the scenario's window.
 The bench creates a token in a fresh namespace (`bench-<time>`) and purges that namespace at
-the end. Scenarios: publish, bulk, consume_ack, consume100, consume100_batch, pubsub, timers (see
-docs/PERFORMANCE.md).
+the end. Scenarios: publish, bulk, consume_ack, consume100, consume100_batch, pubsub, e2e, timers
+(see docs/PERFORMANCE.md).
 
 Ceilings, same machine, same run:
 - `trivial`: benchmarks/trivial_app.py, a one-line JSON endpoint served by lmstfy_py.server's own
@@ -56,7 +56,7 @@ from benchmarks.harness.ports import free_port
 from benchmarks.loadclient import Answer, Connection
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "consume100_batch", "pubsub", "timers"]
+SCENARIOS = ["publish", "bulk", "consume_ack", "consume100", "consume100_batch", "pubsub", "e2e", "timers"]
 # lmstfy (Go) reference figures the issue compares against.
 LMSTFY_REFERENCE = {"publish": 11_300.0, "consume_ack": 5_600.0, "pubsub": 3_400.0}
 BULK = 64
@@ -439,6 +439,7 @@ class Target:
     duration: float
     ack_conns: int
     query: dict[str, str] = field(default_factory=dict)  # more parameters on every request (--query)
+    e2e_rate: float = 0.0  # e2e's publishes a second in all, 0: as fast as they go (--e2e-rate)
 
     def path(self, queue: str, *rest: str) -> str:
         return "/".join([f"/api/{self.ns}/{queue}", *rest])
@@ -590,24 +591,51 @@ async def run_consume100_batch(t: Target, meter: Meter) -> Result:
     return result
 
 
+def counting_publisher(t: Target, queue: str, published: Recorder, interval: float = 0.0) -> Worker:
+    """Publishes until the window ends, counting into `published`; `interval` s apart at most (0: flat out)."""
+
+    async def run(rec: Recorder) -> None:
+        conn = t.connect()
+        start, sent = time.perf_counter(), 0
+        while rec.open:
+            expect(await rec.timed(conn, "PUT", t.path(queue), t.params(), PAYLOAD), 201)
+            sent += 1
+            if rec.open:
+                published.jobs += 1
+            if interval and (ahead := start + sent * interval - time.perf_counter()) > 0:
+                await asyncio.sleep(ahead)
+        await conn.close()
+
+    return run
+
+
 async def run_pubsub(t: Target, meter: Meter) -> Result:
     """Half the clients publish, half long-poll and ACK; jobs = jobs ACKed (end to end)."""
     half = max(1, t.clients // 2)
     published = Recorder(0.0)  # counts publishes separately from the end-to-end jobs
-
-    def counting_publisher() -> Worker:
-        async def run(rec: Recorder) -> None:
-            conn = t.connect()
-            while rec.open:
-                expect(await rec.timed(conn, "PUT", t.path("pubsub"), t.params(), PAYLOAD), 201)
-                if rec.open:
-                    published.jobs += 1
-            await conn.close()
-
-        return run
-
-    workers = [counting_publisher() for _ in range(half)] + [consumer(t, "pubsub", 1) for _ in range(half)]
+    workers = [counting_publisher(t, "pubsub", published) for _ in range(half)]
+    workers += [consumer(t, "pubsub", 1) for _ in range(half)]
     result = await measure("pubsub", meter, workers, t.duration)
+    result.extra["published_per_s"] = published.jobs / result.seconds
+    return result
+
+
+async def run_e2e(t: Target, meter: Meter) -> Result:
+    """The issue's e2e shape: a quarter of the clients publish, every client long-polls and ACKs.
+
+    At 32 clients, 8 producers and 32 consumers: the consumers outnumber the jobs, so most of them
+    wait in a long poll and are woken for a job, as a queue with idle workers runs. jobs = jobs
+    ACKed; compare CPU per job (`cpu_us_job`), not per request: a consume that times out empty
+    is a request that ends no job. With `--e2e-rate`, the producers publish that many jobs a
+    second in all: a server's CPU per job depends on its load (fewer requests share each system
+    call and Redis round trip when more come at once), so two servers compare best at one rate.
+    """
+    published = Recorder(0.0)
+    producers = max(1, t.clients // 4)
+    interval = producers / t.e2e_rate if t.e2e_rate else 0.0  # each producer's, between publishes
+    workers = [counting_publisher(t, "e2e", published, interval) for _ in range(producers)]
+    workers += [consumer(t, "e2e", 1) for _ in range(t.clients)]
+    result = await measure("e2e", meter, workers, t.duration)
     result.extra["published_per_s"] = published.jobs / result.seconds
     return result
 
@@ -808,6 +836,7 @@ async def run_scenarios(args: argparse.Namespace, base: Target, meter: Meter) ->
         "consume100": lambda t: run_consume100(t, meter),
         "consume100_batch": lambda t: run_consume100_batch(t, meter),
         "pubsub": lambda t: run_pubsub(t, meter),
+        "e2e": lambda t: run_e2e(t, meter),
         "timers": lambda t: run_timers(t, meter, args.timer_jobs),
     }
     admin, stamp = args.admin.rstrip("/"), int(time.time() * 1000)
@@ -836,7 +865,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"bench: server pids {procs}, redis {redis_target.describe() if redis_target else 'unknown'}", flush=True)
     print(f"bench: {machine()}", flush=True)
     meter = Meter(procs, redis_target.client() if redis_target else None)
-    base = Target(data, "", "", args.clients, args.duration, args.ack_conns, dict(args.query))
+    base = Target(data, "", "", args.clients, args.duration, args.ack_conns, dict(args.query), args.e2e_rate)
     results = await run_scenarios(args, base, meter)
     return await ceilings(args, results, redis_target)
 
@@ -930,6 +959,7 @@ class Side:
     rates: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     # Server + Redis CPU µs per request of each round, where both processes were found.
     cpu_us: dict[str, list[float]] = field(default_factory=dict)
+    cpu_us_job: dict[str, list[float]] = field(default_factory=dict)  # the same per job ended
 
 
 async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: int, label: str) -> None:
@@ -947,6 +977,8 @@ async def alternate(sides: tuple[Side, Side], args: argparse.Namespace, rounds: 
                 cpu_pct = [result["server_cpu_pct"], result["redis_cpu_pct"]]
                 if None not in cpu_pct and result["req_per_s"]:
                     side.cpu_us.setdefault(result["name"], []).append(1e4 * sum(cpu_pct) / result["req_per_s"])
+                if None not in cpu_pct and result["jobs_per_s"]:
+                    side.cpu_us_job.setdefault(result["name"], []).append(1e4 * sum(cpu_pct) / result["jobs_per_s"])
 
 
 def ratio_table(top: Side, bottom: Side, first: Side) -> list[str]:
@@ -988,6 +1020,10 @@ def paired_rows(top: Side, bottom: Side, ratio: str) -> list[str]:
         cpu_pairs = list(zip(top.cpu_us.get(name, []), bottom.cpu_us.get(name, []), strict=False))
         if cpu_pairs:
             line += f"; CPU µs/req {_listed([t / b for t, b in cpu_pairs if b])}"
+        job_pairs = list(zip(top.cpu_us_job.get(name, []), bottom.cpu_us_job.get(name, []), strict=False))
+        if job_pairs and any(abs(r - j) > 0.01 * r for r, j in top_rates):  # a scenario whose requests are not its jobs
+            top_us, bottom_us = (statistics.median(side) for side in zip(*job_pairs, strict=True))
+            line += f"; CPU µs/job ({top_us:,.0f} / {bottom_us:,.0f}) {_listed([t / b for t, b in job_pairs if b])}"
         lines.append(line)
     return lines
 
@@ -1035,6 +1071,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--ack-conns", type=int, default=4, help="consume100: ACK connections per client")
     parser.add_argument("--timer-jobs", type=int, default=2000)
+    parser.add_argument("--e2e-rate", type=float, default=0.0, help="e2e: publishes a second in all (0: flat out)")
     parser.add_argument("--settle", type=float, default=3.0, help="seconds of rest after each scenario")
     parser.add_argument("--server-pid", type=int)
     parser.add_argument("--redis-pid", type=int)

@@ -64,6 +64,17 @@ def test_bench_finds_a_server_with_workers_as_their_supervisor(server: Server, t
     assert results["publish"]["server_cpu_pct"] > 0
 
 
+def test_e2e_ends_the_jobs_its_producers_publish_at_the_rate_asked(server: Server, tmp_path: Path) -> None:
+    """The issue's e2e shape, 1 producer and 4 long-polling consumers here, paced at 50 publishes a second."""
+    report = tmp_path / "bench.json"
+    more = ["--scenarios", "e2e", "--duration", "1", "--e2e-rate", "50", "--ceilings", ""]
+    done = run_bench(server, report, *more)
+    assert done.returncode == 0, done.stderr
+    [e2e] = json.loads(report.read_text())["results"]
+    assert 30 <= e2e["extra"]["published_per_s"] <= 55, e2e  # paced, not flat out (a loaded machine lags)
+    assert e2e["jobs"] >= e2e["extra"]["published_per_s"] * e2e["seconds"] - 5, e2e  # ended as they came
+
+
 def test_ab_compares_two_servers_round_by_round(server: Server) -> None:
     """One server as A and B, B publishing with a priority: the table of medians and ratios B/A."""
     sides = ["--a", server.data_url, server.admin_url, "--b", server.data_url, server.admin_url]
@@ -86,6 +97,8 @@ def assert_paired(rows: list[str], ratio: str, rounds: int) -> None:
     each = ", ".join([r"[\d.]+"] * rounds)
     for row, scenario in zip(rows[1:], ("publish", "consume_ack"), strict=True):
         line = rf"  {scenario} +req/s {each} \(median [\d.]+\); CPU µs/req {each} \(median [\d.]+\)"
+        if scenario == "consume_ack":  # two requests a job: CPU per job ended too, both sides' medians first
+            line += rf"; CPU µs/job \([\d,]+ / [\d,]+\) {each} \(median [\d.]+\)"
         assert re.fullmatch(line, row), row
 
 

@@ -9,10 +9,12 @@ timer pump), wired in Runtime.start (store/engine_base.py).
 The Engine is the only code that publishes, consumes, ACKs, releases, peeks, pumps and kills
 jobs. A pool whose Redis also holds another layout (lmstfy's) is served by an Engine with a
 Layout (store/layout.py) that it consults at a few points; the operations are parted by concern:
-here publish, consume and a queue; a worker's verbs on its reservation in verbs.py; the dead
-letter in dead_letter.py; namespaces, purge, the pump and recurring jobs in namespace_ops.py;
-settings, complete and result in outcomes.py; promote and the groups in flow.py. Each step on a
-job whose trace is sampled is told to the observer (EngineBase.traced, SPEC 15).
+here publish (handing a job ready now to a consume of this process waiting for it,
+store/handover.py) and consume; looking at a queue, pausing and emptying it in queue_ops.py; a
+worker's verbs on its reservation in verbs.py; the dead letter in dead_letter.py; namespaces,
+purge, the pump and recurring jobs in namespace_ops.py; settings, complete and result in
+outcomes.py; promote and the groups in flow.py. Each step on a job whose trace is sampled is
+told to the observer (EngineBase.traced, SPEC 15).
 """
 
 from __future__ import annotations
@@ -27,10 +29,8 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py import ids
-from lmstfy_py.errors import NotFound
 from lmstfy_py.store import keys, replies
 from lmstfy_py.store.contracts import jobs as contract
-from lmstfy_py.store.dead_letter import DeadLetterOps
 from lmstfy_py.store.engine_base import (
     CHUNK,
     PEEK_SCAN,
@@ -47,16 +47,16 @@ from lmstfy_py.store.engine_base import (
     ttl_seconds,
 )
 from lmstfy_py.store.events import EventOps
-from lmstfy_py.store.flow import FlowOps
 from lmstfy_py.store.handover import Mailbox
-from lmstfy_py.store.jobdata import decode_data, encode_data, stored_trace, trace_field
+from lmstfy_py.store.jobdata import encode_data, stored_trace, trace_field
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
 from lmstfy_py.store.outcomes import OutcomeOps
+from lmstfy_py.store.queue_ops import QueueOps
 from lmstfy_py.store.scripts import ScriptCall, run_pipeline
 from lmstfy_py.store.verbs import VerbOps, acked_traces
-from lmstfy_py.types import Job, JobInfo, NewJob, Published, PusherWait, QueueStats
+from lmstfy_py.types import Job, NewJob, Published, PusherWait
 
 # Of engine_base.py, answered here too: what callers of an Engine import with it.
 __all__ = [
@@ -81,7 +81,7 @@ def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, s
     return keys.timer(ns), keys.queues(ns), own
 
 
-class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps):
+class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     """The JobStore (store/jobstore.py) of one pool."""
 
     def with_layout(self, layout: Layout) -> Engine:
@@ -102,29 +102,29 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
     ) -> list[Published]:
         await self.register_namespace(ns)
         now = now_ms()
-        job_ids: list[str] = []
-        calls: list[ScriptCall] = []
-        earliest = 0  # the earliest due time among the delayed jobs, 0 for none
-        # One pass per job, before and after the step: a publish is one job, and each list
-        # comprehension over it cost a frame of its own.
-        for job in jobs:
-            # A delay already past (a due time the caller counted down before this call) is none.
-            delay_ms = job.delay_ms if job.delay_ms > 0 else 0
-            job_id = job.job_id or ids.new_job_id(delay_ms // 1000, 0 if job.attributes is None else 1, now)
-            job_ids.append(job_id)
-            calls.append(self._publish_call(ns, queue, job, job_id, now, replaces))
-            if delay_ms and (not earliest or now + delay_ms < earliest):
-                earliest = now + delay_ms
+        # This process's consumes waiting on the queue alone (store/handover.py), one per job
+        # ready now, which its step hands the job to. A layout's consume looks at its lists first.
+        handover = self.handover
+        waiters = handover.claim(ns, len(jobs), queue) if ns in handover.by_namespace and self.layout is None else []
+        job_ids, calls, earliest, named = self._publish_calls(ns, queue, jobs, now, replaces, waiters)
+        # A handover's reservations go on the timer at their ttr: the index learns it, as a reserve's.
+        reserved_due = now + min(mailbox.ttr_ms for mailbox in waiters) if waiters else 0
+        indexed = min(due for due in (earliest, reserved_due) if due) if earliest or reserved_due else 0
         start_ns = time.time_ns()
-        replies = await run_pipeline(self.script_client, calls, [index_due(ns, earliest)] if earliest else [])
+        try:
+            replies = await run_pipeline(self.script_client, calls, [index_due(ns, indexed)] if indexed else [])
+        except BaseException:
+            self.handover.unclaim(waiters)
+            raise
         parse = self.scripts.publish.parse
         answers: list[Published] = []
         stored: list[NewJob] = []  # the jobs created
         made: list[TracedJob] = []
         acked: list[TracedJob] = []
+        handed: list[contract.ReserveReply | None] = []  # by waiter, in order
         expiry = 0  # the earliest end of a job with a keep and a ttl, 0 for none
         # zip stops at the jobs: the index update's reply, when sent, comes after theirs.
-        for job, job_id, reply in zip(jobs, job_ids, replies, strict=False):
+        for job, job_id, reply, waiter in zip(jobs, job_ids, replies, named, strict=False):
             outcome = parse(reply)
             created = outcome.status > 0
             answers.append(Published(job_id, created))
@@ -136,10 +136,14 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
             # 2: the job has a keep and a ttl, which ends it as expired (lua/_lib.lua set_ttl): the pump is told.
             if outcome.status == 2 and (not expiry or now + job.ttl_ms < expiry):
                 expiry = now + job.ttl_ms
+            if waiter is not None:
+                handed.append(outcome.handed)
         self.traced("ack", ns, start_ns, acked)
         self.traced("publish", ns, start_ns, made)
         if earliest:
             self.timers.scheduled(earliest)
+        if waiters:
+            await self._handed(ns, waiters, handed, reserved_due, start_ns)
         if expiry:
             await self._scheduled(ns, expiry)
         self.observer.published(self.pool, ns, queue, stored, replaces)
@@ -147,8 +151,56 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
             await self.layout.acked(ns, queue, [replaces])
         return answers
 
+    def _publish_calls(
+        self, ns: str, queue: str, jobs: Sequence[NewJob], now: int, replaces: str | None, waiters: list[Mailbox]
+    ) -> tuple[list[str], list[ScriptCall], int, list[Mailbox | None]]:
+        """Each job's id and step; the earliest due time among the delayed jobs (0: none); the
+        waiter each step names: the first jobs ready now name one each, before any of the
+        publish's wake tokens is there (each step that hands its job over takes its token away).
+        Waiters left over are unclaimed."""
+        job_ids: list[str] = []
+        calls: list[ScriptCall] = []
+        named: list[Mailbox | None] = []
+        earliest = 0
+        handing = iter(waiters)
+        # One pass per job, before and after the step: a publish is one job, and each list
+        # comprehension over it cost a frame of its own.
+        for job in jobs:
+            # A delay already past (a due time the caller counted down before this call) is none.
+            delay_ms = job.delay_ms if job.delay_ms > 0 else 0
+            job_id = job.job_id or ids.new_job_id(delay_ms // 1000, 0 if job.attributes is None else 1, now)
+            job_ids.append(job_id)
+            waiter = None if delay_ms or not waiters else next(handing, None)
+            named.append(waiter)
+            calls.append(self._publish_call(ns, queue, job, job_id, now, replaces, waiter))
+            if delay_ms and (not earliest or now + delay_ms < earliest):
+                earliest = now + delay_ms
+        if waiters:
+            unnamed = list(handing)
+            self.handover.unclaim(unnamed)
+            del waiters[len(waiters) - len(unnamed) :]
+        return job_ids, calls, earliest, named
+
+    async def _handed(
+        self,
+        ns: str,
+        waiters: list[Mailbox],
+        handed: list[contract.ReserveReply | None],
+        reserved_due: int,
+        start_ns: int,
+    ) -> None:
+        """What the publish's steps reserved for their waiters, delivered (NamespaceOps._hand_over)."""
+        jobs = [reply.jobs if reply else [] for reply in handed]
+        if any(jobs):
+            self.timers.scheduled(reserved_due)
+        await self._hand_over(ns, waiters, jobs, start_ns)
+        # A queue held back by its rate: its wake-up member is on the timer (SPEC 14).
+        wake_at = min((reply.wake_at for reply in handed if reply and reply.wake_at), default=0)
+        if wake_at:
+            await self._scheduled(ns, wake_at)
+
     def _publish_call(
-        self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None
+        self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None, waiter: Mailbox | None
     ) -> ScriptCall:
         timer, registry, queue_part = _publish_keys(ns, queue)
         job_key, tombstone = keys.job(ns, queue, job_id), keys.tombstone(ns, queue, job_id)
@@ -161,7 +213,9 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         keep = "" if job.keep_s is None else job.keep_s  # "": the queue's keep, read by the step itself
         fields = (data, job.ttl_ms, due, job.tries, ns, queue, job_id, created, job.priority, job.unique_for_ms)
         trace = trace_field(job.trace)
-        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", trace, (replaces,) if replaces else ())
+        handing = (now + waiter.ttr_ms, waiter.count, "1" if waiter.frozen else "0") if waiter else (0, 0, "0")
+        replaced_ids = (replaces,) if replaces else ()
+        args = contract.PublishArgs(*fields, backoff, keep, job.group or "", trace, *handing, replaced_ids)
         return self.scripts.publish.call(call_keys, args)
 
     # -- consume ---------------------------------------------------------------------------
@@ -234,7 +288,7 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         self.handover.join(ns, mailbox)
         mailbox.woken = asyncio.get_running_loop().create_future()
         try:
-            await self.wait_for_wake(ns, queues, seconds, mailbox.woken)
+            await self.wait_for_wake(ns, queues, seconds, mailbox.woken, mailbox)
         finally:
             mailbox.woken = None
 
@@ -288,12 +342,17 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         return jobs
 
     async def wait_for_wake(
-        self, ns: str, queues: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None
+        self,
+        ns: str,
+        queues: Sequence[str],
+        seconds: float,
+        waiter: asyncio.Future[None] | None = None,
+        mailbox: Mailbox | None = None,
     ) -> None:
         # Waits on the wake lists, never on the ready lists: a BRPOP that popped a job and
         # then lost its process would lose the job (lmstfy's bug). One BRPOP per queue set
         # is shared by every waiting request of this process (store/wake.py).
-        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds, waiter)
+        await self.wake_hub.wait([keys.wake(ns, q) for q in queues], seconds, waiter, mailbox)
 
     @property
     def stopping(self) -> bool:
@@ -306,73 +365,6 @@ class Engine(VerbOps, DeadLetterOps, NamespaceOps, OutcomeOps, EventOps, FlowOps
         await self.end_watch.close()
         await self.event_tail.close()
         await self.wake_hub.close()
-
-    # -- looking at a queue ------------------------------------------------------------------
-
-    async def peek_queue(self, ns: str, queue: str) -> Job:
-        if self.layout is not None and (ahead := await self.layout.ready_ahead(ns, queue, 1)):
-            return ahead[0].job
-        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
-        found = await self.scripts.peek(
-            self.script_client, call_keys, contract.PeekArgs(keys.job(ns, queue, ""), PEEK_SCAN)
-        )
-        if found is None:
-            raise NotFound("the queue is empty")
-        body, attributes, trace = decode_data(found.data)
-        job_id, pttl = found.job_id.decode(), ttl_seconds(found.pttl)
-        return Job(ns, queue, job_id, body, pttl, found.tries, attributes, trace=trace)
-
-    async def next_jobs(self, ns: str, queue: str, limit: int) -> list[JobInfo]:
-        """The next `limit` ready jobs, in the order consumes would get them; consumes nothing.
-
-        A paused queue's are listed too (they are delivered in this order once it is resumed).
-        Jobs whose data expired are skipped. The script looks at `limit` + PEEK_SCAN elements of
-        the priority set and as many of the ready list at most: past PEEK_SCAN expired jobs
-        there, fewer jobs than there are are listed (never out of order).
-        """
-        ahead = await self.layout.ready_ahead(ns, queue, limit) if self.layout is not None and limit > 0 else []
-        limit -= len(ahead)
-        if limit <= 0:
-            return ahead
-        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
-        args = contract.NextArgs(keys.job(ns, queue, ""), limit, limit + PEEK_SCAN)
-        return ahead + [
-            replies.ready_job(ns, queue, j) for j in await self.scripts.next_jobs(self.script_client, call_keys, args)
-        ]
-
-    async def size(self, ns: str, queue: str) -> int:
-        """Ready jobs, of any priority."""
-        call_keys = contract.QueueKeys(keys.ready(ns, queue), keys.priority(ns, queue))
-        ready = await self.scripts.size(self.script_client, call_keys, contract.NoArgs())
-        return ready if self.layout is None else ready + await self.layout.ready_count(ns, queue)
-
-    async def stats(self, ns: str, queue: str) -> QueueStats:
-        await self._adopt_dead(ns, queue)
-        call_keys = contract.StatsKeys(
-            keys.ready(ns, queue), keys.priority(ns, queue), keys.dead(ns, queue), keys.meta(ns, queue)
-        )
-        counts = await self.scripts.stats(self.script_client, call_keys, contract.StatsArgs(keys.job(ns, queue, "")))
-        ready = counts.ready if self.layout is None else counts.ready + await self.layout.ready_count(ns, queue)
-        due = await self.due_buckets(ns, queue, counts.delayed)
-        oldest = replies.oldest_ready_ms(counts) if ready else None
-        return QueueStats(ready, counts.delayed, counts.reserved, counts.dead, bool(counts.paused), oldest, due)
-
-    async def id_taken(self, ns: str, queue: str, job_id: str) -> bool:
-        """Whether a publish with this job id would be a duplicate here: its job lives, or its unique_for lasts."""
-        found = await self.redis.exists(keys.job(ns, queue, job_id), keys.tombstone(ns, queue, job_id))
-        return bool(found) or (self.layout is not None and await self.layout.id_taken(ns, queue, job_id))
-
-    async def pause(self, ns: str, queue: str, paused: bool) -> None:
-        """Stops (or resumes) delivering the queue's jobs; publishes and timers go on."""
-        call_keys = contract.PauseKeys(
-            keys.meta(ns, queue), keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue)
-        )
-        await self.scripts.pause(self.script_client, call_keys, contract.PauseArgs("1" if paused else "0"))
-
-    async def destroy(self, ns: str, queue: str) -> int:
-        """Drops every ready job of the queue with its data; returns how many jobs were dropped."""
-        dropped = await self.layout.drop_queue(ns, queue) if self.layout is not None else 0
-        return dropped + await self._destroy_ours(ns, queue)
 
     async def ping(self) -> None:
         """Raises unless the pool's Redis answers (every primary, for a cluster)."""

@@ -1,13 +1,18 @@
-"""Due jobs handed by the timer pump straight to this process's waiting consumes.
+"""Jobs handed by the timer pump and by publishes straight to this process's waiting consumes.
 
 A long-polling consume (Engine.consume) joins the Handover of its engine with a Mailbox saying
 what it asks for (queues, ttr, count, frozen). The pump (Engine.pump) passes the mailboxes of the
 namespace it serves to pump.lua, which reserves the jobs it made ready for them in the same
-step, as reserve.lua would; the pump then puts each one's jobs in its mailbox and the consume
-answers them: no wake token, no BRPOP return, no reserve of its own between "due" and
-"reserved". A handed job is reserved in Redis before it is in a mailbox, so a crash gives it back
-at its ttr. A consume that has gone by the time its jobs arrive (timed out, disconnected) never
-sees them: whoever finds them unanswered gives them back at once (Engine._give_back).
+step, as reserve.lua would; a publish of a job ready now passes one mailbox waiting on its
+queue alone to publish.lua, which does the same. The caller then puts each one's jobs in its
+mailbox and the consume answers them: no wake token, no BRPOP return, no reserve of its own
+between "ready" and "reserved". A handed job is reserved in Redis before it is in a mailbox, so a
+crash gives it back at its ttr. A consume that has gone by the time its jobs arrive (timed out,
+disconnected) never sees them: whoever finds them unanswered gives them back at once
+(Engine._give_back).
+
+A mailbox is claimed by one step at a time (`claim`, until `deliver` or `unclaim`): two steps in
+flight for one consume would hand it more jobs than its count.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ MOST_WAITERS = 32  # mailboxes one pump call serves (the longest-waiting first)
 class Mailbox:
     """What one consume asks for, and the jobs handed to it that it has not answered yet."""
 
-    __slots__ = ("count", "frozen", "jobs", "queues", "ttr_ms", "waiting", "woken")
+    __slots__ = ("claimed", "count", "frozen", "jobs", "queues", "ttr_ms", "waiting", "woken")
 
     def __init__(self, queues: Sequence[str], ttr_ms: int, count: int, frozen: bool) -> None:
         self.queues = tuple(queues)
@@ -32,6 +37,7 @@ class Mailbox:
         self.frozen = frozen
         self.jobs: list[Job] = []
         self.waiting = False  # between its consume's attempts: may be handed jobs
+        self.claimed = False  # a step that may hand it jobs is in flight
         # Its consume's wait on the wake hub (WakeHub.wait), settled when jobs arrive: no task of its own.
         self.woken: asyncio.Future[None] | None = None
 
@@ -44,35 +50,53 @@ class Handover:
     """The mailboxes of one engine's waiting consumes, by namespace, in the order they joined."""
 
     def __init__(self) -> None:
-        # An insertion-ordered dict as an ordered set: leaving costs O(1) however many wait.
-        self._waiting: dict[str, dict[Mailbox, None]] = {}
+        # An insertion-ordered dict as an ordered set: leaving costs O(1) however many wait. Read
+        # by a publish (`ns in by_namespace`) before it calls claim(): most publishes find nobody.
+        self.by_namespace: dict[str, dict[Mailbox, None]] = {}
 
     def join(self, ns: str, mailbox: Mailbox) -> None:
         """The consume waits now (again): the pump may hand it jobs. Joins once per consume."""
         mailbox.waiting = True
-        self._waiting.setdefault(ns, {})[mailbox] = None
+        self.by_namespace.setdefault(ns, {})[mailbox] = None
 
     def leave(self, ns: str, mailbox: Mailbox) -> list[Job]:
         """Its consume ends; answers the jobs handed to it that it did not take (to give back)."""
-        mailboxes = self._waiting.get(ns)
+        mailboxes = self.by_namespace.get(ns)
         if mailboxes is not None and mailboxes.pop(mailbox, 0) is None and not mailboxes:
-            del self._waiting[ns]
+            del self.by_namespace[ns]
         mailbox.waiting = False
         return mailbox.take()
 
-    def waiters(self, ns: str) -> list[Mailbox]:
-        """The mailboxes the pump may hand the namespace's due jobs to: waiting and empty."""
+    def claim(self, ns: str, most: int = MOST_WAITERS, queue: str | None = None) -> list[Mailbox]:
+        """Up to `most` mailboxes a step may hand the namespace's jobs to, the longest-waiting
+        first: waiting, empty and not claimed; with `queue`, waiting on that queue alone. They are
+        claimed until delivered to or unclaimed."""
         found: list[Mailbox] = []
-        for mailbox in self._waiting.get(ns, ()):
-            if mailbox.waiting and not mailbox.jobs:
+        waiting = self.by_namespace.get(ns)
+        if not waiting:
+            return found
+        for mailbox in waiting:
+            free = mailbox.waiting and not mailbox.jobs and not mailbox.claimed
+            if free and (queue is None or mailbox.queues == (queue,)):
+                mailbox.claimed = True
                 found.append(mailbox)
-                if len(found) == MOST_WAITERS:
+                if len(found) == most:
                     break
         return found
 
+    def waiters(self, ns: str) -> list[Mailbox]:
+        """The mailboxes that may be handed the namespace's jobs now: waiting, empty, not claimed."""
+        return [m for m in self.by_namespace.get(ns, ()) if m.waiting and not m.jobs and not m.claimed]
+
+    @staticmethod
+    def unclaim(mailboxes: Sequence[Mailbox]) -> None:
+        for mailbox in mailboxes:
+            mailbox.claimed = False
+
     def deliver(self, ns: str, mailbox: Mailbox, jobs: list[Job]) -> bool:
         """Puts jobs reserved for `mailbox` in it; False when its consume has left (give them back)."""
-        if mailbox not in self._waiting.get(ns, ()):
+        mailbox.claimed = False
+        if mailbox not in self.by_namespace.get(ns, ()):
             return False
         mailbox.jobs.extend(jobs)
         if mailbox.woken is not None and not mailbox.woken.done():

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -115,10 +116,14 @@ class NamespaceOps(EngineBase):
         )
         to_ready = to_dead = 0
         while True:
-            waiters = self.handover.waiters(ns)
+            waiters = self.handover.claim(ns)
             call_keys, call_args = _with_waiters(ns, now, waiters, args)
             start_ns = time.time_ns()
-            pumped = await self.scripts.pump(self.script_client, call_keys, call_args)
+            try:
+                pumped = await self.scripts.pump(self.script_client, call_keys, call_args)
+            except BaseException:
+                self.handover.unclaim(waiters)
+                raise
             to_ready, to_dead = to_ready + pumped.ready, to_dead + pumped.dead
             self.traced("dead", ns, start_ns, [(q.decode(), i.decode(), stored_trace(w)) for q, i, w in pumped.died])
             await self._hand_over(ns, waiters, pumped.handed, start_ns)
@@ -133,7 +138,10 @@ class NamespaceOps(EngineBase):
     async def _hand_over(
         self, ns: str, waiters: Sequence[Mailbox], handed: Sequence[Sequence[Reserved]], start_ns: int
     ) -> None:
-        """The pump's reservations for waiting consumes: their consume step (SPEC 15's span) was the pump's."""
+        """The reservations a step (the pump's, a publish's) made for the waiting consumes it
+        claimed, `handed` in their order (a step may stop short of the last): each delivered, or
+        given back when its consume has left. Their consume step (SPEC 15's span) was that step."""
+        self.handover.unclaim([mailbox for mailbox, reserved in itertools.zip_longest(waiters, handed) if not reserved])
         for mailbox, reserved in zip(waiters, handed, strict=False):
             if reserved:
                 jobs = [replies.reserved_job(ns, r) for r in reserved]

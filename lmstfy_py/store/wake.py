@@ -6,7 +6,10 @@ process that wait on the same wake lists share one BRPOP loop; each wake token i
 wakes the longest-waiting request, which then runs reserve. A request that takes a job
 and leaves more behind puts a token back (reserve.lua), which wakes the next request, so
 a burst of jobs wakes as many waiters as it needs. A token popped when no request waits
-any more is pushed back, so a waiter in another process still gets it.
+any more is pushed back, so a waiter in another process still gets it. A waiter claimed by a
+step that is handing it jobs (store/handover.py) is passed over: woken, it would reserve jobs of
+its own and the handed ones would go back. A token popped when every waiter is claimed is
+pushed back too.
 """
 
 from __future__ import annotations
@@ -14,12 +17,21 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from lmstfy_py import tasks
 
 SLICE_S = 5.0  # one BRPOP's wait; the loop ends soon after its last waiter leaves
 MAX_SLICE_S = 30.0  # ... or longer, as long as its longest waiter asked for (a push group's)
+# Every waiter claimed: the token goes back (another process may have a waiter for it) and the
+# loop waits this long, or until a waiter joins, before its next BRPOP, rather than spin on it.
+CLAIMED_PAUSE_S = 0.01
+
+
+class Claimable(Protocol):
+    """What a waiter may be claimed by (store/handover.py's Mailbox)."""
+
+    claimed: bool
 
 
 def _settle(waiter: asyncio.Future[None]) -> None:
@@ -42,7 +54,9 @@ class _WakeSet:
         self.hub = hub
         self.wake_keys = wake_keys
         self.waiters: deque[asyncio.Future[None]] = deque()
+        self.claimables: dict[asyncio.Future[None], Claimable] = {}  # of the waiters that have one
         self.slice_s = SLICE_S
+        self.paused = False  # for claimed waiters (CLAIMED_PAUSE_S): a waiter joining ends the pause
         self.loop = tasks.Loop("wake", self._pop_once, ",".join(wake_keys))
 
     def pending(self) -> bool:
@@ -51,9 +65,22 @@ class _WakeSet:
         return bool(self.waiters)
 
     def wake_one(self) -> bool:
+        """Wakes the longest-waiting waiter that is not claimed; False when there is none."""
         if not self.pending():
             return False
-        _settle(self.waiters.popleft())
+        chosen = self.waiters[0]
+        if self.claimables:
+            found = None
+            for waiter in self.waiters:
+                claimable = self.claimables.get(waiter)
+                if not waiter.done() and (claimable is None or not claimable.claimed):
+                    found = waiter
+                    break
+            if found is None:
+                return False
+            chosen = found
+        self.waiters.remove(chosen)
+        _settle(chosen)
         return True
 
     def wake_all(self) -> None:
@@ -67,6 +94,7 @@ class _WakeSet:
                 waiter.set_exception(_copy(error))
 
     async def _pop_once(self) -> float | None:
+        self.paused = False
         # No await between this check and the loop's end, so a waiter joining now finds the loop
         # either still running (it will be served) or ended (_join starts it again).
         if not self.pending() or self.hub.closed:
@@ -80,6 +108,9 @@ class _WakeSet:
             raise  # the Loop retries after a backoff
         if popped and not self.wake_one():
             await self.hub.blocking.lpush(popped[0], popped[1])
+            if self.pending():  # every waiter claimed: their jobs are on their way
+                self.paused = True
+                return CLAIMED_PAUSE_S
         return 0
 
 
@@ -89,14 +120,23 @@ class WakeHub:
         self.closed = False
         self._sets: dict[tuple[str, ...], _WakeSet] = {}
 
-    async def wait(self, wake_keys: Sequence[str], seconds: float, waiter: asyncio.Future[None] | None = None) -> None:
+    async def wait(
+        self,
+        wake_keys: Sequence[str],
+        seconds: float,
+        waiter: asyncio.Future[None] | None = None,
+        claimable: Claimable | None = None,
+    ) -> None:
         """Returns when a token arrives on one of the lists, after `seconds`, or when the hub closes;
-        or when `waiter`, if given, is settled by someone else (the pump handing jobs over)."""
+        or when `waiter`, if given, is settled by someone else (a step handing jobs over to
+        `claimable`, passed over by tokens while it is claimed)."""
         if self.closed or seconds <= 0:
             return
         loop = asyncio.get_running_loop()
         waiter = waiter or loop.create_future()
         wake_set = self._join(tuple(sorted(wake_keys)), waiter)
+        if claimable is not None:
+            wake_set.claimables[waiter] = claimable
         # Fewer BRPOPs for long waits (a BRPOP in progress keeps its own timeout).
         wake_set.slice_s = max(wake_set.slice_s, min(seconds, MAX_SLICE_S))
         timer = loop.call_later(seconds, _settle, waiter)
@@ -106,6 +146,7 @@ class WakeHub:
             timer.cancel()
             if waiter in wake_set.waiters:
                 wake_set.waiters.remove(waiter)
+            wake_set.claimables.pop(waiter, None)
 
     def _join(self, wake_keys: tuple[str, ...], waiter: asyncio.Future[None]) -> _WakeSet:
         wake_set = self._sets.get(wake_keys)
@@ -114,6 +155,8 @@ class WakeHub:
         wake_set.waiters.append(waiter)
         if not wake_set.loop.running:
             wake_set.loop.start()
+        elif wake_set.paused:
+            wake_set.loop.wake()
         return wake_set
 
     def forget(self, wake_set: _WakeSet) -> None:

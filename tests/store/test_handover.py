@@ -1,6 +1,7 @@
-"""The pump hands due jobs to this process's waiting consumes in its own step (store/handover.py),
-against real Redis (standalone and cluster): reserved as reserve.lua would, answered without a
-wake token or a reserve of the consume's own, exactly once, and given back when nobody is left."""
+"""The pump hands due jobs, and a publish a job ready now, to this process's waiting consumes in its
+own step (store/handover.py), against real Redis (standalone and cluster): reserved as reserve.lua
+would, answered without a wake token or a reserve of the consume's own, exactly once, and given
+back when nobody is left."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Job, NewJob, PusherWait
+from lmstfy_py.types import Job, NewJob, PusherWait, SettingsChange
 
 NS, Q, Q2, Q3 = "hand", "q1", "q2", "q3"
 DUE_MS = 300
@@ -149,3 +150,130 @@ async def test_a_waiting_consume_still_hears_that_redis_is_gone(engine: Engine) 
     with pytest.raises(ConnectionError, match="stopped answering"):
         await task
     assert engine.handover.waiters(NS) == []
+
+
+# -- a publish hands a job ready now to a consume waiting on its queue -------------------------
+
+
+async def test_a_published_job_is_handed_to_the_waiting_consume_in_its_own_step(engine: Engine) -> None:
+    reserves = counted(engine, "reserve")
+    task = consuming(engine, [Q])
+    await waiting(engine, 1)
+    job_id = (await engine.publish(NS, Q, NewJob(b"now", tries=3))).job_id
+    [job] = await task
+    assert (job.job_id, job.body, job.remain_tries, job.attempts) == (job_id, b"now", 2, 1)
+    assert len(reserves) == 1  # the consume's first attempt, before it waited: the publish reserved the job
+    assert await engine.redis.llen(keys.wake(NS, Q)) == 0  # no stray token
+    stats = await engine.stats(NS, Q)
+    assert (stats.ready, stats.reserved) == (0, 1)
+    assert await engine.timer_size(NS) == 1  # reserved on the timer at its ttr: a crash gives it back
+    assert await engine.ack(NS, Q, job_id)
+
+
+async def test_a_published_job_goes_to_one_waiter_exactly_once_across_engines(
+    engine: Engine, pool_config: PoolConfig
+) -> None:
+    other = pools.engine("default", pool_config)
+    try:
+        tasks = [consuming(e, [Q]) for e in (engine, engine, other, other)]
+        await waiting(engine, 2)
+        await waiting(other, 2)
+        published = [(await e.publish(NS, Q, NewJob(b"%d" % i))).job_id for i, e in enumerate([engine, other] * 3)]
+        delivered = [job.job_id for task in tasks for job in await task]
+        assert len(delivered) == len(set(delivered)) == 4
+        delivered += [job.job_id for job in await engine.consume(NS, [Q], 60_000, 0, 10)]
+        assert sorted(delivered) == sorted(published)
+    finally:
+        await other.close()
+
+
+async def test_the_waiter_takes_the_oldest_ready_job_first(engine: Engine) -> None:
+    older = (await engine.publish(NS, Q, NewJob(b"older"))).job_id
+    mailbox = Mailbox([Q], 60_000, 1, frozen=False)  # a consume that began waiting as `older` came
+    engine.handover.join(NS, mailbox)
+    newer = (await engine.publish(NS, Q, NewJob(b"newer"))).job_id
+    assert [job.job_id for job in mailbox.take()] == [older]
+    engine.handover.leave(NS, mailbox)
+    assert [job.job_id for job in await engine.consume(NS, [Q], 60_000, 0, 5)] == [newer]
+
+
+async def test_a_bulk_publish_hands_its_first_jobs_one_to_each_waiter(engine: Engine) -> None:
+    reserves = counted(engine, "reserve")
+    tasks = [consuming(engine, [Q]) for _ in range(2)]
+    await waiting(engine, 2)
+    published = await engine.publish_many(NS, Q, [NewJob(b"%d" % i, delay_ms=i % 2 * 60_000) for i in range(5)])
+    handed = sorted(job.job_id for jobs in await asyncio.gather(*tasks) for job in jobs)
+    assert handed == sorted([published[0].job_id, published[2].job_id])  # the first two ready now
+    assert len(reserves) == 2  # each consume's first attempt only
+    stats = await engine.stats(NS, Q)
+    assert (stats.ready, stats.delayed, stats.reserved) == (1, 2, 2)
+    # The job left ready keeps its wake token for whoever comes: the waiters' BRPOP, finding only
+    # claimed waiters, put it back (it may hold it for a moment, and then ends: nobody waits).
+    deadline = time.monotonic() + 3
+    while await engine.redis.llen(keys.wake(NS, Q)) != 1:
+        assert time.monotonic() < deadline, "the wake token was lost"
+        await asyncio.sleep(0.01)
+    [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
+    assert job.job_id == published[4].job_id
+
+
+async def test_two_publishes_at_once_never_hand_a_consume_more_than_its_count(engine: Engine) -> None:
+    task = consuming(engine, [Q], count=1)
+    await waiting(engine, 1)
+    await asyncio.gather(*(engine.publish(NS, Q, NewJob(b"%d" % i)) for i in range(2)))
+    assert len(await task) == 1
+    assert (await engine.stats(NS, Q)).ready == 1
+
+
+async def test_a_duplicate_publish_hands_nothing_and_leaves_the_waiter_waiting(engine: Engine) -> None:
+    await engine.publish(NS, Q2, NewJob(b"first", job_id="taken"))
+    await engine.consume(NS, [Q2], 60_000, 0, 1)  # reserved: the id is alive, a second publish is refused
+    task = consuming(engine, [Q2])
+    await waiting(engine, 1)
+    assert not (await engine.publish(NS, Q2, NewJob(b"again", job_id="taken"))).created
+    assert not task.done() and len(engine.handover.waiters(NS)) == 1  # still waiting, and claimable
+    job_id = (await engine.publish(NS, Q2, NewJob(b"new"))).job_id
+    assert [job.job_id for job in await task] == [job_id]
+
+
+async def test_a_publish_keeps_the_queues_pause_and_limits(engine: Engine) -> None:
+    await engine.pause(NS, Q, True)
+    task = asyncio.create_task(engine.consume(NS, [Q], 60_000, 500, 1))
+    await waiting(engine, 1)
+    await engine.publish(NS, Q, NewJob(b"held"))
+    assert await task == []
+    await engine.pause(NS, Q, False)
+    await engine.set_queue_settings(NS, Q, SettingsChange(max_reserved=1))
+    [first] = await engine.consume(NS, [Q], 60_000, 0, 1)
+    task = asyncio.create_task(engine.consume(NS, [Q], 60_000, 500, 1))
+    await waiting(engine, 1)
+    held = (await engine.publish(NS, Q, NewJob(b"over the limit"))).job_id
+    assert await task == []  # one reserved already: max_reserved holds the new job back
+    assert [info.job.job_id for info in await engine.next_jobs(NS, Q, 5)] == [held]
+    assert await engine.ack(NS, Q, first.job_id)
+
+
+async def test_a_consume_gone_before_the_publish_answers_leaves_the_job_ready_untried(engine: Engine) -> None:
+    mailbox = Mailbox([Q], 60_000, 1, frozen=False)
+    engine.handover.join(NS, mailbox)
+    publishing = asyncio.create_task(engine.publish(NS, Q, NewJob(b"x", tries=2)))
+    await asyncio.sleep(0)  # the publish's script is on its way, naming this mailbox
+    assert engine.handover.leave(NS, mailbox) == []
+    job_id = (await publishing).job_id
+    [job] = await engine.consume(NS, [Q], 60_000, 0, 1)
+    assert (job.job_id, job.remain_tries, job.attempts) == (job_id, 1, 1)
+
+
+async def test_a_consume_on_several_queues_is_woken_as_before(engine: Engine) -> None:
+    task = consuming(engine, [Q, Q2])
+    await waiting(engine, 1)
+    job_id = (await engine.publish(NS, Q2, NewJob(b"by the wake token"))).job_id
+    assert [job.job_id for job in await task] == [job_id]
+
+
+async def test_a_pushers_consume_handed_a_published_job_keeps_the_tries(engine: Engine) -> None:
+    task = consuming(engine, [Q], pusher=PusherWait(asyncio.Event(), 5.0))
+    await waiting(engine, 1)
+    await engine.publish(NS, Q, NewJob(b"pushed", tries=2))
+    [job] = await task
+    assert (job.remain_tries, job.attempts) == (2, 1)

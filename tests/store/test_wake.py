@@ -85,3 +85,36 @@ async def test_wakes_come_in_order_of_waiting(redis: Redis, hub: WakeHub) -> Non
         await asyncio.sleep(0.05)
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2]
+
+
+class Claim:
+    """A waiter's claim (store/handover.py's Mailbox): a step is handing it jobs while set."""
+
+    def __init__(self, claimed: bool) -> None:
+        self.claimed = claimed
+
+
+async def test_a_token_passes_over_a_claimed_waiter(redis: Redis, hub: WakeHub) -> None:
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    claimed = asyncio.create_task(hub.wait([W1], 3, first, Claim(True)))
+    await asyncio.sleep(0.02)
+    free = asyncio.create_task(hub.wait([W1], 3, second, Claim(False)))
+    await asyncio.sleep(0.05)
+    await redis.lpush(W1, "1")
+    await asyncio.wait_for(free, 1)  # the later waiter, the longest-waiting one being claimed
+    assert not claimed.done()
+    first.set_result(None)  # its step handed it its jobs
+    await claimed
+
+
+async def test_a_token_with_every_waiter_claimed_is_kept_for_a_waiter_joining(redis: Redis, hub: WakeHub) -> None:
+    claimed = asyncio.create_task(hub.wait([W1], 3, asyncio.get_running_loop().create_future(), Claim(True)))
+    await asyncio.sleep(0.05)
+    await redis.lpush(W1, "1")
+    await asyncio.sleep(0.1)  # popped and put back, again and again: nobody may be woken by it
+    assert not claimed.done()
+    joining = asyncio.create_task(hub.wait([W1], 3))
+    await asyncio.wait_for(joining, 1)  # the token, for the first waiter that is not claimed
+    assert not claimed.done()
+    claimed.cancel()

@@ -45,19 +45,10 @@ class PublishArgs(NamedTuple):
     keep: Arg
     group: str
     trace: str
+    consume_deadline: int  # 0: no waiting consume to hand the job to
+    most_jobs: int
+    keep_tries: str
     replaces: tuple[str, ...]
-
-
-class Made(NamedTuple):
-    status: int  # 1 created, 2 created with a keep and a ttl (the pump ends it), 0 not created
-    replaced: bytes | None  # field w of the job a republish replaced, when its trace is sampled
-
-
-def _made(reply: int | list[Any]) -> Made:
-    return Made(reply, None) if isinstance(reply, int) else Made(int(reply[0]), reply[1])
-
-
-PUBLISH = store_step("publish", PublishKeys, PublishArgs, _made)
 
 
 class ReserveKeys(NamedTuple):
@@ -96,7 +87,20 @@ def _reserve_reply(reply: list[Any]) -> ReserveReply:
     return ReserveReply(_reserved(reply[0]), int(reply[1]))
 
 
+class Made(NamedTuple):
+    status: int  # 1 created, 2 created with a keep and a ttl (the pump ends it), 0 not created
+    replaced: bytes | None  # field w of the job a republish replaced, when its trace is sampled
+    handed: ReserveReply | None  # what was reserved for the waiting consume named, if one was
+
+
+def _made(reply: int | list[Any]) -> Made:
+    if isinstance(reply, int):
+        return Made(reply, None, None)
+    return Made(int(reply[0]), reply[1], _reserve_reply(reply[2]) if len(reply) > 2 else None)
+
+
 RESERVE = store_step("reserve", ReserveKeys, ReserveArgs, _reserve_reply)
+PUBLISH = store_step("publish", PublishKeys, PublishArgs, _made)
 LMSTFY_RESERVE = store_step("lmstfy_reserve", ReserveKeys, ReserveArgs, _reserve_reply)
 
 

@@ -9,16 +9,23 @@
 -- ARGV[12] keep s of its record once it ended ("" = the queue's keep setting)
 -- ARGV[13] its group ("" = none; SPEC 14)
 -- ARGV[14] traceparent and tracestate for field w ("" = none: kept only for a sampled trace; SPEC 15)
--- ARGV[15..] id of the job it replaces (republish only; it ends completed)
+-- ARGV[15] a waiting consume's ttr deadline ms (0 = none)  ARGV[16] its most jobs
+-- ARGV[17] "1" to keep the tries (a pusher's consume)
+-- ARGV[18..] id of the job it replaces (republish only; it ends completed)
 -- Returns 1 (2: it has a keep and a ttl, which the pump ends, see _lib.lua's set_ttl), or 0 when
 -- a job with this id is alive in the queue or its id is still taken (unique_for): nothing is
 -- created, and a retried call does nothing twice. When the job it replaced had a sampled trace
--- (SPEC 15): {that number, the replaced job's field w}.
+-- (SPEC 15), or a waiting consume was named: {that number, the replaced job's field w or false,
+-- what reserve.lua answers for the waiter (its jobs, seven fields each; wake at)}.
+-- The waiter is one of the publishing process's long-polls on this queue alone (store/handover.py):
+-- a job made ready now is reserved for it in the same step, as reserve.lua would (the queue's
+-- oldest ready job first, its limits and pause kept), so that it answers with no wake token, no
+-- BRPOP return and no reserve of its own.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
 local replaced -- the replaced job's field w
 if #KEYS == 11 then
-    replaced = select(2, remove_job(KEYS[11], ns, qname, ARGV[15], q))
+    replaced = select(2, remove_job(KEYS[11], ns, qname, ARGV[18], q))
 end
 local j = {key = KEYS[1], tombstone = KEYS[4], registry = KEYS[3], timer = KEYS[2], settings = KEYS[10]}
 local new = {
@@ -27,6 +34,15 @@ local new = {
     keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil, trace = ARGV[14] ~= '' and ARGV[14] or nil,
 }
 local made = create_job(j, q, ns, qname, id, new)
+local deadline = tonumber(ARGV[15])
+if made > 0 and new.due == 0 and deadline > 0 then
+    -- The job keys' prefix "j/{ns}/", from this job's "j/{ns}/<queue>/<id>".
+    local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #qname - #id - 1)
+    local r = {timer = KEYS[2], deadline = deadline, ns = ns, prefix = prefix, out = {}}
+    r.used = ARGV[17] == '1' and 0 or 1
+    reserve_from_queue(r, qname, q, tonumber(ARGV[16]))
+    return {made, replaced or false, {r.out, r.wake_at or 0}}
+end
 if replaced then
     return {made, replaced}
 end

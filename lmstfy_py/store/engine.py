@@ -73,6 +73,10 @@ __all__ = [
 __all__ += ["ttl_seconds"]
 
 
+async def _none() -> list[Job]:
+    return []
+
+
 @functools.lru_cache(maxsize=4096)
 def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str, str]]:
     """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its settings last)."""
@@ -243,9 +247,17 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
                 await self.ack_many(ns, queue, job_ids)
         # A layout's consume looks at its lists first: the pump's handover would skip them.
         mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None and timeout_ms > 0 else None
+        # Another consume of this process already waits on this queue alone: the queue was empty
+        # when it looked, and a job ready since has woken one of them (its wake token) or been
+        # handed over. This one waits behind it at once: a first reserve would find nothing.
+        waits_first = mailbox is not None and not carried and not frozen and self.handover.waits_on(ns, queues)
         try:
             jobs = await long_poll(
-                lambda waited: self._attempt(ns, queues, ttr_ms, count, frozen, mailbox, None if waited else carried),
+                lambda waited: (
+                    _none()
+                    if waits_first and not waited
+                    else self._attempt(ns, queues, ttr_ms, count, frozen, mailbox, None if waited else carried)
+                ),
                 lambda left: self._wait(ns, queues, min(left, self._slice_s(recheck_s)), mailbox),
                 timeout_ms,
                 lambda: self.stopping,

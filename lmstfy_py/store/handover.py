@@ -84,6 +84,14 @@ class Handover:
                     break
         return found
 
+    def waits_on(self, ns: str, queues: Sequence[str]) -> bool:
+        """Whether a consume waits on `queues` if it is one queue, and on that queue alone."""
+        mailboxes = self.by_namespace.get(ns)
+        if not mailboxes or len(queues) != 1:
+            return False
+        alone = (queues[0],)
+        return any(mailbox.waiting and mailbox.queues == alone for mailbox in mailboxes)
+
     def waiters(self, ns: str) -> list[Mailbox]:
         """The mailboxes that may be handed the namespace's jobs now: waiting, empty, not claimed."""
         return [m for m in self.by_namespace.get(ns, ()) if m.waiting and not m.jobs and not m.claimed]

@@ -277,3 +277,25 @@ async def test_a_pushers_consume_handed_a_published_job_keeps_the_tries(engine: 
     await engine.publish(NS, Q, NewJob(b"pushed", tries=2))
     [job] = await task
     assert (job.remain_tries, job.attempts) == (2, 1)
+
+
+async def test_a_consume_behind_a_waiting_one_waits_at_once_and_gets_the_next_job(engine: Engine) -> None:
+    reserves = counted(engine, "reserve")
+    first = consuming(engine, [Q])
+    await waiting(engine, 1)
+    second = consuming(engine, [Q])  # the queue is empty, or the first would have been woken
+    await waiting(engine, 2)
+    assert len(reserves) == 1  # the first's own look only
+    published = [(await engine.publish(NS, Q, NewJob(b"%d" % i))).job_id for i in range(2)]
+    assert [job.job_id for task in (first, second) for job in await task] == published
+    assert len(reserves) == 1
+
+
+async def test_a_consume_behind_a_waiting_one_still_finds_a_job_left_ready(engine: Engine) -> None:
+    mailbox = Mailbox([Q], 60_000, 1, frozen=False)  # a consume waiting as a job came, not yet woken
+    engine.handover.join(NS, mailbox)
+    engine.handover.claim(NS, 1, Q)  # ... and claimed: the job goes to whoever comes next
+    job_id = (await engine.publish(NS, Q, NewJob(b"ready"))).job_id  # no waiter to hand it to: a token
+    [job] = await engine.consume(NS, [Q], 60_000, 3_000, 1)  # waits first, woken by the token
+    assert job.job_id == job_id
+    engine.handover.leave(NS, mailbox)

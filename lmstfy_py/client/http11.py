@@ -224,7 +224,7 @@ class Connections:
             if connection is not None:
                 self.busy.discard(connection)
             self.in_use -= 1
-            self._wake_next()
+            wake_first(self.waiting)
 
     def _idle(self) -> Connection | None:
         oldest = asyncio.get_running_loop().time() - self.keepalive_expiry
@@ -249,17 +249,10 @@ class Connections:
                 raise httpcore.PoolTimeout("timed out waiting for a free connection") from None
             except BaseException:
                 if room.done() and not room.cancelled():
-                    self._wake_next()  # woken, then cancelled: the place goes to the next
+                    wake_first(self.waiting)  # woken, then cancelled: the place goes to the next
                 raise
             finally:
                 room.cancel()  # done already, or no longer wanted
-
-    def _wake_next(self) -> None:
-        while self.waiting:
-            room = self.waiting.popleft()
-            if not room.done():
-                room.set_result(None)
-                return
 
     async def _open(self, timeout: float) -> Connection:
         loop = asyncio.get_running_loop()
@@ -283,6 +276,16 @@ class Connections:
 
 
 _DEFAULT_CONTEXT: list[ssl.SSLContext] = []
+
+
+def wake_first(waiting: deque[asyncio.Future[None]]) -> None:
+    """Wakes the first of `waiting` still waiting, one at a time: each has room for one more thing
+    to do (a request here; a fetcher or a handler slot in the worker, worker/run.py)."""
+    while waiting:
+        first = waiting.popleft()
+        if not first.done():
+            first.set_result(None)
+            return
 
 
 def _default_context() -> ssl.SSLContext:

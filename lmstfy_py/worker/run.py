@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from lmstfy_py.client import AsyncClient, Bury, Job, LmstfyError, Throttled, Unavailable
+from lmstfy_py.client.http11 import wake_first
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.worker.acks import AckBatcher
 from lmstfy_py.worker.handlers import result_body
@@ -111,9 +112,9 @@ class Run:
         self.stopping.set()
         self.slot_freed.set()
         while self.idle_fetchers:
-            _wake_first(self.idle_fetchers)
+            wake_first(self.idle_fetchers)
         while self.idle_slots:
-            _wake_first(self.idle_slots)
+            wake_first(self.idle_slots)
 
     async def run(self) -> None:
         log.info(
@@ -203,7 +204,7 @@ class Run:
                 self.pace.consumed(now - sent)
             self.waiting.extend(Running(job, now + self.w.ttr / 2, sent + self.w.ttr) for job in jobs)
             if jobs and self.idle_slots:
-                _wake_first(self.idle_slots)  # which wakes more once its handler waits (_slot)
+                wake_first(self.idle_slots)  # which wakes more once its handler waits (_slot)
 
     def _prefetch(self) -> int:
         """Jobs to hold beyond the concurrency, before the places of jobs given back as stale."""
@@ -255,7 +256,7 @@ class Run:
     def _wake_slots(self) -> None:
         self.wake_due = False
         for _ in range(min(len(self.waiting), len(self.idle_slots))):
-            _wake_first(self.idle_slots)
+            wake_first(self.idle_slots)
 
     def _track(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """A task the stop waits for (self.tasks): a slot, or a give-back."""
@@ -283,7 +284,7 @@ class Run:
             if self.stopping.is_set():
                 self.slot_freed.set()
             elif self.idle_fetchers and self._consume_size():
-                _wake_first(self.idle_fetchers)
+                wake_first(self.idle_fetchers)
         if running.abandoned:
             return  # released at the stop: another worker may have it by now
         seconds = time.perf_counter() - started
@@ -379,13 +380,3 @@ class Run:
             held.abandoned = True
             self.tally.given_back += 1
             self._track(self.settler.give_back_untried(held.job))
-
-
-def _wake_first(waiting: deque[asyncio.Future[None]]) -> None:
-    """Wakes the first of `waiting` still waiting (a fetcher or a slot): one at a time, as each has
-    room for one more thing to do."""
-    while waiting:
-        first = waiting.popleft()
-        if not first.done():
-            first.set_result(None)
-            return

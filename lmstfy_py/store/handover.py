@@ -41,6 +41,11 @@ class Mailbox:
         # Its consume's wait on the wake hub (WakeHub.wait), settled when jobs arrive: no task of its own.
         self.woken: asyncio.Future[None] | None = None
 
+    @property
+    def free(self) -> bool:
+        """Waiting, empty and not claimed: a step may hand it jobs."""
+        return self.waiting and not self.jobs and not self.claimed
+
     def take(self) -> list[Job]:
         jobs, self.jobs = self.jobs, []
         return jobs
@@ -76,8 +81,7 @@ class Handover:
         if not waiting:
             return found
         for mailbox in waiting:
-            free = mailbox.waiting and not mailbox.jobs and not mailbox.claimed
-            if free and (queue is None or mailbox.queues == (queue,)):
+            if mailbox.free and (queue is None or mailbox.queues == (queue,)):
                 mailbox.claimed = True
                 found.append(mailbox)
                 if len(found) == most:
@@ -94,7 +98,7 @@ class Handover:
 
     def waiters(self, ns: str) -> list[Mailbox]:
         """The mailboxes that may be handed the namespace's jobs now: waiting, empty, not claimed."""
-        return [m for m in self.by_namespace.get(ns, ()) if m.waiting and not m.jobs and not m.claimed]
+        return [mailbox for mailbox in self.by_namespace.get(ns, ()) if mailbox.free]
 
     @staticmethod
     def unclaim(mailboxes: Sequence[Mailbox]) -> None:

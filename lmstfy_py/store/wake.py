@@ -68,20 +68,13 @@ class _WakeSet:
         """Wakes the longest-waiting waiter that is not claimed; False when there is none."""
         if not self.pending():
             return False
-        chosen = self.waiters[0]
-        if self.claimables:
-            found = None
-            for waiter in self.waiters:
-                claimable = self.claimables.get(waiter)
-                if not waiter.done() and (claimable is None or not claimable.claimed):
-                    found = waiter
-                    break
-            if found is None:
-                return False
-            chosen = found
-        self.waiters.remove(chosen)
-        _settle(chosen)
-        return True
+        for waiter in self.waiters:  # the first, unless it is claimed
+            claimable = self.claimables.get(waiter)
+            if not waiter.done() and (claimable is None or not claimable.claimed):
+                self.waiters.remove(waiter)
+                _settle(waiter)
+                return True
+        return False
 
     def wake_all(self) -> None:
         while self.waiters:

@@ -109,8 +109,12 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         # This process's consumes waiting on the queue alone (store/handover.py), one per job
         # ready now, which its step hands the job to. A layout's consume looks at its lists first.
         handover = self.handover
-        waiters = handover.claim(ns, len(jobs), queue) if ns in handover.by_namespace and self.layout is None else []
-        job_ids, calls, earliest, named = self._publish_calls(ns, queue, jobs, now, replaces, waiters)
+        claimed = handover.claim(ns, len(jobs), queue) if ns in handover.by_namespace and self.layout is None else []
+        job_ids, calls, earliest, named = self._publish_calls(ns, queue, jobs, now, replaces, claimed)
+        waiters: list[Mailbox] = []  # those the steps name: the first claimed, in order
+        if claimed:
+            waiters = [waiter for waiter in named if waiter is not None]
+            handover.unclaim(claimed[len(waiters) :])
         # A handover's reservations go on the timer at their ttr: the index learns it, as a reserve's.
         reserved_due = now + min(mailbox.ttr_ms for mailbox in waiters) if waiters else 0
         indexed = min(due for due in (earliest, reserved_due) if due) if earliest or reserved_due else 0
@@ -118,7 +122,7 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         try:
             replies = await run_pipeline(self.script_client, calls, [index_due(ns, indexed)] if indexed else [])
         except BaseException:
-            self.handover.unclaim(waiters)
+            handover.unclaim(waiters)
             raise
         parse = self.scripts.publish.parse
         answers: list[Published] = []
@@ -156,12 +160,11 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         return answers
 
     def _publish_calls(
-        self, ns: str, queue: str, jobs: Sequence[NewJob], now: int, replaces: str | None, waiters: list[Mailbox]
+        self, ns: str, queue: str, jobs: Sequence[NewJob], now: int, replaces: str | None, waiters: Sequence[Mailbox]
     ) -> tuple[list[str], list[ScriptCall], int, list[Mailbox | None]]:
         """Each job's id and step; the earliest due time among the delayed jobs (0: none); the
         waiter each step names: the first jobs ready now name one each, before any of the
-        publish's wake tokens is there (each step that hands its job over takes its token away).
-        Waiters left over are unclaimed."""
+        publish's wake tokens is there (each step that hands its job over takes its token away)."""
         job_ids: list[str] = []
         calls: list[ScriptCall] = []
         named: list[Mailbox | None] = []
@@ -179,10 +182,6 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
             calls.append(self._publish_call(ns, queue, job, job_id, now, replaces, waiter))
             if delay_ms and (not earliest or now + delay_ms < earliest):
                 earliest = now + delay_ms
-        if waiters:
-            unnamed = list(handing)
-            self.handover.unclaim(unnamed)
-            del waiters[len(waiters) - len(unnamed) :]
         return job_ids, calls, earliest, named
 
     async def _handed(

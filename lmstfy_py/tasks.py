@@ -17,6 +17,7 @@ from lmstfy_py.store.faults import outage_reason
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 2.0
+CANCEL_TRIES = 3
 MIN_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0  # after an outage: a loop notices that Redis is back within this
 MAX_CRASH_BACKOFF_S = 5.0  # after a bug: its traceback is logged at most about this often
@@ -73,9 +74,7 @@ class Loop:
         """Ends the loop now, cancelling the current step: for a step that only waits (a BRPOP)."""
         self._running = False
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task], timeout=grace_s)
+        await cancel_until_done(task, grace_s)
 
     async def _run(self) -> None:
         failures = 0
@@ -182,8 +181,25 @@ async def finish(task: asyncio.Task[Any] | None, grace_s: float = STOP_GRACE_S) 
         return
     done, _ = await asyncio.wait([task], timeout=grace_s)
     if not done:
+        await cancel_until_done(task, grace_s)
+
+
+async def cancel_until_done(task: asyncio.Task[Any] | None, grace_s: float, tries: int = CANCEL_TRIES) -> None:
+    """Cancels `task` and waits `grace_s` for it to end, up to `tries` times.
+
+    Again, because one cancel can be lost on the way: on Python < 3.12 asyncio.wait_for and
+    asyncio.timeout can turn it into a TimeoutError (CPython gh-86296), which redis-py retries as
+    a network error. A loop that runs on that way past its owner's close reopens the clients closed
+    after it, and their connections leak. Not sooner than `grace_s`: a cancel that arrived is let
+    finish its clean-up (redis-py closes the connection it interrupted).
+    """
+    for _ in range(tries):
+        if task is None or task.done():
+            return
         task.cancel()
         await asyncio.wait([task], timeout=grace_s)
+    if task is not None and not task.done():
+        log.warning("%s did not end when cancelled %d times", task.get_name(), tries)
 
 
 async def shared(flights: dict[Hashable, asyncio.Future[T]], key: Hashable, start: Callable[[], Awaitable[T]]) -> T:

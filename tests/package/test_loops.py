@@ -135,6 +135,28 @@ async def test_a_step_returning_none_ends_the_loop() -> None:
     await eventually(lambda: not loop.running, timeout=1.0)
 
 
+async def test_cancel_ends_a_step_that_lost_the_first_cancel() -> None:
+    # As redis-py's retry does when Python 3.11's wait_for turns the cancel into a TimeoutError
+    # (gh-86296): the step goes on with its command. Cancelled once, it would outlive the
+    # engine's close and reopen the clients closed after it (a cluster client's connections leaked).
+    steps: list[asyncio.Task[Any] | None] = []
+
+    async def step() -> float:
+        steps.append(asyncio.current_task())
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(60)  # "retried": the cancel is lost
+        return 0.0
+
+    loop = tasks.Loop("deaf", step)
+    loop.start()
+    await eventually(lambda: len(steps) == 1, timeout=1.0)
+    await loop.cancel(grace_s=0.2)
+    [task] = steps
+    assert task is not None and task.done()
+
+
 # -- the server's loops --------------------------------------------------------------------
 
 

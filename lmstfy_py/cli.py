@@ -24,7 +24,6 @@ from typing import Any, NoReturn
 
 import click
 
-import lmstfy_py.redis_import  # noqa: F401  # first: redis-py without OpenTelemetry (see there)
 from lmstfy_py import SKIP_TOKEN_CHECK_WARNING, __version__, build_info, logs
 from lmstfy_py.config import LOG_LEVELS, Config, ConfigError, load_config
 from lmstfy_py.store.embedded import EmbeddedRedis, EmbeddedRedisError
@@ -132,7 +131,9 @@ def serve(config_path: str | None, pid_file: str | None, show_version: bool, **f
         info = build_info()
         click.echo(f"version: {info['version']}\nbuilt at: {info['build_date']}\ncommit: {info['build_commit']}")
         return
-    # Imported here so `lmstfy-py version` and `--help` stay instant.
+    # Imported here so `lmstfy-py version`, `--help` and `token` stay instant: redis-py alone takes
+    # 0.4-0.6 s to import, which each token-cli command paid. redis_import first (see there).
+    import lmstfy_py.redis_import  # noqa: F401
     from lmstfy_py import listeners as sockets
     from lmstfy_py import server
 

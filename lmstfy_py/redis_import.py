@@ -4,7 +4,7 @@ redis-py 8 imports OpenTelemetry's metrics API and SDK whenever they are install
 command metrics (which this server does not use: store/counted.py counts commands itself). With the
 [otel] extra installed, every server process then imported some 60 OpenTelemetry modules and spent
 100-250 ms more starting, where SPEC 15 says a server without --otlp-endpoint imports nothing of
-OpenTelemetry. The server's entry point (cli.py) imports this module first: redis-py then finds no
+OpenTelemetry. The server (server.py, and `serve` in cli.py) imports this module first: redis-py finds no
 OpenTelemetry and keeps its metrics off, and tracing/ still imports OpenTelemetry as usual when an
 endpoint is set. A process that imported either already (an application embedding us) is left as is.
 """

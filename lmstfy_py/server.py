@@ -38,6 +38,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.typing import ASGIFramework
 from starlette.types import ASGIApp
 
+import lmstfy_py.redis_import  # noqa: F401  # first: redis-py without OpenTelemetry (see there)
 from lmstfy_py import __version__, hypercorn_serve, logs, metrics
 from lmstfy_py.config import Config, ServerConfig
 from lmstfy_py.listeners import BACKLOG, Listeners, url_of

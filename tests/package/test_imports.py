@@ -134,3 +134,15 @@ def test_no_module_is_longer_than_400_lines() -> None:
     lengths = {path.relative_to(root).as_posix(): len(path.read_text().splitlines()) for path in root.rglob("*.py")}
     long = {name: lines for name, lines in lengths.items() if lines > MAX_MODULE_LINES}
     assert long == {}
+
+
+def test_the_command_line_imports_no_redis_client_until_it_serves() -> None:
+    """`lmstfy-py token ...`, `version` and `--help` start without redis-py (0.4-0.6 s of imports
+    on this VM, paid by every token-cli command); `serve` imports it, OpenTelemetry kept out
+    (redis_import.py), before any server module."""
+    check = (
+        "import sys, lmstfy_py.cli, lmstfy_py.token_cli; before = 'redis' in sys.modules; "
+        "import lmstfy_py.server; print(before, 'redis' in sys.modules, 'opentelemetry' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True)
+    assert run.stdout.split() == ["False", "True", "False"]

@@ -32,20 +32,21 @@ import time
 import traceback
 from collections.abc import Callable, Coroutine, Iterable
 from types import FrameType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.typing import ASGIFramework
 from starlette.types import ASGIApp
 
 import lmstfy_py.redis_import  # noqa: F401  # first: redis-py without OpenTelemetry (see there)
-from lmstfy_py import __version__, hypercorn_serve, logs, metrics
+from lmstfy_py import __version__, logs, metrics
 from lmstfy_py.config import Config, ServerConfig
 from lmstfy_py.listeners import BACKLOG, Listeners, url_of
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.web import create_admin_app, create_data_app
 from lmstfy_py.web.hot import HotRoutes
+
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
 
 GRACEFUL_TIMEOUT = 5.0
 # Beyond the graceful timeout: hypercorn's own closing steps, then our cancel fallback.
@@ -98,6 +99,8 @@ def exposure_warning(config: Config, listeners: Listeners) -> str | None:
 
 def hypercorn_config(server: ServerConfig) -> HypercornConfig:
     """One server's config: hypercorn_serve.serve changes it when the server stops."""
+    from hypercorn.config import Config as HypercornConfig
+
     config = HypercornConfig()
     config.backlog = BACKLOG
     config.graceful_timeout = GRACEFUL_TIMEOUT
@@ -158,10 +161,16 @@ def serve_app(
     app: ASGIApp, server: ServerConfig, sock: socket.socket, shutdown: asyncio.Event
 ) -> Coroutine[None, None, None]:
     """`app` served on `sock` by the server's HTTP server until `shutdown`, then stopped gracefully."""
+    # Each imported only when chosen (uvicorn is an optional dependency; hypercorn took ~0.2 s more
+    # to start a server that does not use it).
     if server.http_server == "uvicorn":
-        from lmstfy_py import uvicorn_serve  # an optional dependency: imported only when chosen
+        from lmstfy_py import uvicorn_serve
 
         return uvicorn_serve.serve(uvicorn_serve.uvicorn_config(app, server, int(GRACEFUL_TIMEOUT)), sock, shutdown)
+    from hypercorn.typing import ASGIFramework
+
+    from lmstfy_py import hypercorn_serve
+
     # Starlette's ASGI types and hypercorn's are equivalent but spelled differently.
     return hypercorn_serve.serve(cast(ASGIFramework, app), hypercorn_config(server), sock, shutdown)
 

@@ -6,8 +6,7 @@ group its new configuration (a long-poll on its old queues ends; its next POST g
 one), and stops the groups
 that are gone. All groups share one HTTP client session: one pool of keep-alive connections per
 process, never a connection per delivery. With `[push] allowed_networks` its connector checks the
-address of every connect (delivery.sockets). The session, and aiohttp with the groups' modules, come
-with the first group: aiohttp takes ~0.5 s to import, which every server start paid, pushers or not.
+address of every connect (delivery.sockets).
 """
 
 from __future__ import annotations
@@ -15,16 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Self
+from typing import Self
+
+import aiohttp
 
 from lmstfy_py.admin.pushers import GroupKey, Pusher, PusherStore
 from lmstfy_py.config import PushConfig
+from lmstfy_py.push import delivery
+from lmstfy_py.push.group import PushGroup
 from lmstfy_py.store.pools import Pools
-
-if TYPE_CHECKING:
-    import aiohttp
-
-    from lmstfy_py.push.group import PushGroup
 
 log = logging.getLogger(__name__)
 
@@ -34,31 +32,19 @@ class PushManager:
         self.pools = pools
         self.config = config if config is not None else PushConfig()
         self.groups: dict[GroupKey, PushGroup] = {}
-        self._session: aiohttp.ClientSession | None = None  # made with the first group
-        self._started = False
+        self._session: aiohttp.ClientSession | None = None
         self._stopping: set[asyncio.Task[None]] = set()
         self._unknown_pools: set[str] = set()
         pushers.listen(self.apply)
 
     async def start(self) -> None:
-        self._started = True
-
-    def _shared_session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            import aiohttp
-
-            # Bodies unread are not decompressed either (a small gzip answer may inflate to GiBs); no
-            # proxy from the environment (trust_env off): the address checked is the endpoint's own.
-            self._session = aiohttp.ClientSession(
-                connector=self._connector(), cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False, trust_env=False
-            )
-        return self._session
+        # Bodies unread are not decompressed either (a small gzip answer may inflate to GiBs); no
+        # proxy from the environment (trust_env off): the address checked is the endpoint's own.
+        self._session = aiohttp.ClientSession(
+            connector=self._connector(), cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False, trust_env=False
+        )
 
     def _connector(self) -> aiohttp.TCPConnector:
-        import aiohttp
-
-        from lmstfy_py.push import delivery
-
         # No limit of its own: each group bounds its deliveries (workers).
         networks = self.config.allowed_networks
         if networks is None:
@@ -67,7 +53,7 @@ class PushManager:
         return aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True, socket_factory=delivery.sockets(networks))
 
     def apply(self, table: Mapping[GroupKey, Pusher]) -> None:
-        if not self._started:
+        if self._session is None:
             return
         for key in [key for key in self.groups if key not in table]:
             self._stop(key)
@@ -76,9 +62,7 @@ class PushManager:
             if group is not None:
                 group.pusher = pusher
             elif key[0] in self.pools:
-                from lmstfy_py.push.group import PushGroup
-
-                self.groups[key] = group = PushGroup(key, pusher, self.pools.get(key[0]), self._shared_session())
+                self.groups[key] = group = PushGroup(key, pusher, self.pools.get(key[0]), self._session)
                 group.start()
             elif key[0] not in self._unknown_pools:
                 self._unknown_pools.add(key[0])
@@ -94,7 +78,6 @@ class PushManager:
             self._stop(key)
         if self._stopping:
             await asyncio.wait(self._stopping)
-        self._started = False
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -139,11 +139,11 @@ def test_no_module_is_longer_than_400_lines() -> None:
 def test_the_command_line_imports_no_redis_client_until_it_serves() -> None:
     """`lmstfy-py token ...`, `version` and `--help` start without redis-py (0.4-0.6 s of imports
     on this VM, paid by every token-cli command); `serve` imports it, OpenTelemetry kept out
-    (redis_import.py), before any server module. A server imports aiohttp with its first push
-    group and hypercorn when it serves with it (~0.5 and ~0.2 s of every start before)."""
+    (redis_import.py), before any server module; hypercorn only when it serves with it (~0.2 s of
+    every start before)."""
     check = (
         "import sys, lmstfy_py.cli, lmstfy_py.token_cli; before = 'redis' in sys.modules; import lmstfy_py.server; "
-        "print(before, *(name in sys.modules for name in ('redis', 'opentelemetry', 'aiohttp', 'hypercorn')))"
+        "print(before, *(name in sys.modules for name in ('redis', 'opentelemetry', 'hypercorn')))"
     )
     run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60, check=True)
-    assert run.stdout.split() == ["False", "True", "False", "False", "False"]
+    assert run.stdout.split() == ["False", "True", "False", "False"]

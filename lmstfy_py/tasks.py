@@ -193,12 +193,14 @@ async def cancel_until_done(task: asyncio.Task[Any] | None, grace_s: float, trie
     after it, and their connections leak. Not sooner than `grace_s`: a cancel that arrived is let
     finish its clean-up (redis-py closes the connection it interrupted).
     """
+    if task is None:
+        return
     for _ in range(tries):
-        if task is None or task.done():
+        if task.done():
             return
         task.cancel()
         await asyncio.wait([task], timeout=grace_s)
-    if task is not None and not task.done():
+    if not task.done():
         log.warning("%s did not end when cancelled %d times", task.get_name(), tries)
 
 

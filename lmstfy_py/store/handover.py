@@ -96,10 +96,6 @@ class Handover:
         alone = (queues[0],)
         return any(mailbox.waiting and mailbox.queues == alone for mailbox in mailboxes)
 
-    def waiters(self, ns: str) -> list[Mailbox]:
-        """The mailboxes that may be handed the namespace's jobs now: waiting, empty, not claimed."""
-        return [mailbox for mailbox in self.by_namespace.get(ns, ()) if mailbox.free]
-
     @staticmethod
     def unclaim(mailboxes: Sequence[Mailbox]) -> None:
         for mailbox in mailboxes:

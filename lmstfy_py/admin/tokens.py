@@ -14,6 +14,7 @@ and Redis connection.
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import secrets
 import time
@@ -40,6 +41,15 @@ CACHE_TTL_S = 1.0
 MIN_TOKEN_LEN = 20
 DELETE_CHUNK = 1000  # tokens per delete script: Lua's unpack() has a stack limit
 TokenKey = tuple[str, str, str]  # pool, namespace, token
+
+
+class Unknown(enum.Enum):
+    """A token whose grant is not cached (TokenStore.cached_grant)."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN = Unknown.UNKNOWN
 
 
 class TokenStore(PoolChecked):
@@ -118,11 +128,19 @@ class TokenStore(PoolChecked):
 
     async def grant(self, pool: str, ns: str, token: str) -> Grant | None:
         """What the token may do; None for no such token."""
+        known = self.cached_grant(pool, ns, token)
+        if known is not UNKNOWN:
+            return known
         key = (pool, ns, token)
-        cached = self._cache.get(key)
+        return await tasks.shared(self._lookups, key, functools.partial(self._look_up, key))
+
+    def cached_grant(self, pool: str, ns: str, token: str) -> Grant | Unknown | None:
+        """grant()'s answer while it is cached, else UNKNOWN: every data request asks, and the
+        coroutine of grant() cost it more than the lookup."""
+        cached = self._cache.get((pool, ns, token))
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        return await tasks.shared(self._lookups, key, functools.partial(self._look_up, key))
+        return UNKNOWN
 
     async def _look_up(self, key: TokenKey) -> Grant | None:
         pool, ns, token = key

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -42,8 +41,11 @@ from lmstfy_py.store.engine_base import (
     TracedStep,
     ack_call,
     index_due,
+    job_prefix,
     now_ms,
+    publish_keys,
     queue_keys,
+    reserve_keys,
     ttl_seconds,
 )
 from lmstfy_py.store.events import EventOps
@@ -75,14 +77,6 @@ __all__ += ["ttl_seconds"]
 
 async def _none() -> list[Job]:
     return []
-
-
-@functools.lru_cache(maxsize=4096)
-def _publish_keys(ns: str, queue: str) -> tuple[str, str, tuple[str, str, str, str, str, str]]:
-    """The keys of a publish that do not depend on the job: timer, registry, and the queue's (its settings last)."""
-    ready, priority, wake, meta = queue_keys(ns, queue)
-    own = (ready, priority, wake, meta, keys.dead(ns, queue), keys.settings(ns, queue))
-    return keys.timer(ns), keys.queues(ns), own
 
 
 class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
@@ -205,9 +199,9 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     def _publish_call(
         self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None, waiter: Mailbox | None
     ) -> ScriptCall:
-        timer, registry, queue_part = _publish_keys(ns, queue)
-        job_key, tombstone = keys.job(ns, queue, job_id), keys.tombstone(ns, queue, job_id)
-        replaced = (keys.job(ns, queue, replaces),) if replaces else ()
+        timer, registry, job_prefix, tombstone_prefix, queue_part = publish_keys(ns, queue)
+        job_key, tombstone = job_prefix + job_id, tombstone_prefix + job_id
+        replaced = (job_prefix + replaces,) if replaces else ()
         call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
         data, backoff = encode_data(job.body, job.attributes, job.trace), job.backoff.spec() if job.backoff else ""
@@ -250,6 +244,10 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         # when it looked, and a job ready since has woken one of them (its wake token) or been
         # handed over. This one waits behind it at once: a first reserve would find nothing.
         waits_first = mailbox is not None and not carried and not frozen and self.handover.waits_on(ns, queues)
+        if timeout_ms <= 0:  # one attempt, as long_poll would make it, without its loop and closures
+            jobs = await self._attempt(ns, queues, ttr_ms, count, frozen, None, carried)
+            self.observer.consumed(self.pool, ns, queues, count, jobs)
+            return jobs
         try:
             jobs = await long_poll(
                 lambda waited: (
@@ -263,8 +261,8 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
                 pusher.interrupt if pusher else None,
             )
         finally:
-            if mailbox is not None:
-                await self._give_back(ns, self.handover.leave(ns, mailbox), frozen)
+            if mailbox is not None and (handed := self.handover.leave(ns, mailbox)):
+                await self._give_back(ns, handed, frozen)
         self.observer.consumed(self.pool, ns, queues, count, jobs)
         return jobs
 
@@ -319,6 +317,8 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         return await self.run_reserve(*self._reserve_step(ns, queues), ns, queues, ttr_ms, count, frozen)
 
     def _reserve_step(self, ns: str, queues: Sequence[str]) -> tuple[contract.ReserveStep, contract.ReserveKeys]:
+        if len(queues) == 1:  # most consumes: one lookup, where the join below costs a frame per key
+            return self.scripts.reserve, reserve_keys(ns, queues[0])
         per_queue = tuple(key for queue in queues for key in queue_keys(ns, queue))
         return self.scripts.reserve, contract.ReserveKeys(keys.timer(ns), per_queue)
 
@@ -335,8 +335,8 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     ) -> list[Job]:
         """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
         due-index update in the same round trip; `acks` (queue -> ids) are ACKed first in it."""
-        due = now_ms() + ttr_ms
-        args = contract.ReserveArgs(due, count, ns, keys.job_prefix(ns), "1" if frozen else "0", tuple(queues))
+        due = time.time_ns() // 1_000_000 + ttr_ms
+        args = contract.ReserveArgs(due, count, ns, job_prefix(ns), "1" if frozen else "0", tuple(queues))
         acked = list(acks.items()) if acks else []
         before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked] if acked else []
         start_ns = time.time_ns()

@@ -16,7 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from lmstfy_py.store import keys
 from lmstfy_py.store.contracts import Scripts
-from lmstfy_py.store.contracts.jobs import AckArgs, AckKeys
+from lmstfy_py.store.contracts.jobs import AckArgs, AckKeys, ReserveKeys
 from lmstfy_py.store.contracts.upkeep import DestroyArgs, DestroyKeys
 from lmstfy_py.store.ends import EndWatch
 from lmstfy_py.store.event_tail import EventTail
@@ -66,17 +66,36 @@ def queue_keys(ns: str, queue: str) -> tuple[str, str, str, str]:
     return keys.ready(ns, queue), keys.priority(ns, queue), keys.wake(ns, queue), keys.meta(ns, queue)
 
 
+@functools.lru_cache(maxsize=4096)
+def publish_keys(ns: str, queue: str) -> tuple[str, str, str, str, tuple[str, str, str, str, str, str]]:
+    """The keys of a publish that do not depend on the job: timer, registry, the prefixes of the
+    queue's job and tombstone keys (keys.job's and keys.tombstone's), and the queue's (its settings last)."""
+    ready, priority, wake, meta = queue_keys(ns, queue)
+    own = (ready, priority, wake, meta, keys.dead(ns, queue), keys.settings(ns, queue))
+    return keys.timer(ns), keys.queues(ns), keys.job(ns, queue, ""), keys.tombstone(ns, queue, ""), own
+
+
+@functools.lru_cache(maxsize=4096)
+def reserve_keys(ns: str, queue: str) -> ReserveKeys:
+    """reserve.lua's keys for a consume of one queue (most consumes)."""
+    return ReserveKeys(keys.timer(ns), queue_keys(ns, queue))
+
+
+job_prefix = functools.lru_cache(maxsize=4096)(keys.job_prefix)  # per namespace: every reserve's
+
+
+@functools.lru_cache(maxsize=4096)
+def _ack_keys(ns: str, queue: str) -> tuple[str, str, str, str, str, str]:
+    """ack.lua's keys that do not name a job, and the prefix of the queue's job keys (keys.job's)."""
+    ready, priority, _, meta = queue_keys(ns, queue)
+    return keys.timer(ns), ready, keys.dead(ns, queue), priority, meta, keys.job(ns, queue, "")
+
+
 def ack_call(ns: str, queue: str, job_ids: Sequence[str]) -> tuple[AckKeys, AckArgs]:
     """The keys and arguments of ack.lua for these ids of one queue."""
-    call_keys = AckKeys(
-        keys.timer(ns),
-        keys.ready(ns, queue),
-        keys.dead(ns, queue),
-        keys.priority(ns, queue),
-        keys.meta(ns, queue),
-        tuple(keys.job(ns, queue, job_id) for job_id in job_ids),
-    )
-    return call_keys, AckArgs(ns, queue, tuple(job_ids))
+    timer, ready, dead, priority, meta, prefix = _ack_keys(ns, queue)
+    job_keys = (prefix + job_ids[0],) if len(job_ids) == 1 else tuple(prefix + job_id for job_id in job_ids)
+    return AckKeys(timer, ready, dead, priority, meta, job_keys), AckArgs(ns, queue, tuple(job_ids))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from starlette.requests import Request
 
 from lmstfy_py import ids
 from lmstfy_py.admin.limits import LimitStore, Permit
+from lmstfy_py.admin.tokens import UNKNOWN
 from lmstfy_py.config import Defaults
 from lmstfy_py.errors import InvalidParameter, OutOfScope, Unauthorized
 from lmstfy_py.runtime import Runtime
@@ -71,7 +72,9 @@ async def check_token(
     if scope is not None and not runtime.config.server.skip_token_check:
         if not token:
             raise Unauthorized("token not found")
-        grant = await runtime.tokens.grant(pool, ns, token)
+        grant = runtime.tokens.cached_grant(pool, ns, token)
+        if grant is UNKNOWN:
+            grant = await runtime.tokens.grant(pool, ns, token)
         if grant is None:
             raise Unauthorized("invalid token")
         state[instrument.LABELLED_NAMESPACE] = ns
@@ -119,7 +122,8 @@ class Throttle:
 
     async def __aenter__(self) -> None:
         target = self.target
-        self.permit = await self.limits.take(target.pool, target.ns, target.token, self.action)
+        if self.limits.cached(target.pool, target.ns, target.token) is not None:  # else no coroutine of take()
+            self.permit = await self.limits.take(target.pool, target.ns, target.token, self.action)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -72,6 +72,7 @@ DUE_INDEX = "due"
 
 
 def job(ns: str, queue: str, job_id: str) -> str:
+    """Its queue's prefix, job(ns, queue, ""), and the id: the hot steps join the two (engine_base.py)."""
     return f"j/{{{ns}}}/{queue}/{job_id}"
 
 

@@ -199,9 +199,9 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     def _publish_call(
         self, ns: str, queue: str, job: NewJob, job_id: str, now: int, replaces: str | None, waiter: Mailbox | None
     ) -> ScriptCall:
-        timer, registry, job_prefix, tombstone_prefix, queue_part = publish_keys(ns, queue)
-        job_key, tombstone = job_prefix + job_id, tombstone_prefix + job_id
-        replaced = (job_prefix + replaces,) if replaces else ()
+        timer, registry, jobs_prefix, tombstones_prefix, queue_part = publish_keys(ns, queue)
+        job_key, tombstone = jobs_prefix + job_id, tombstones_prefix + job_id
+        replaced = (jobs_prefix + replaces,) if replaces else ()
         call_keys = contract.PublishKeys(job_key, timer, registry, tombstone, *queue_part, replaced)
         due = now + job.delay_ms if job.delay_ms > 0 else 0
         data, backoff = encode_data(job.body, job.attributes, job.trace), job.backoff.spec() if job.backoff else ""
@@ -238,16 +238,16 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         if acks and self.layout is not None:  # a layout's ACK has a step of its own (layout.acked)
             for queue, job_ids in acks.items():
                 await self.ack_many(ns, queue, job_ids)
-        # A layout's consume looks at its lists first: the pump's handover would skip them.
-        mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None and timeout_ms > 0 else None
-        # Another consume of this process already waits on this queue alone: the queue was empty
-        # when it looked, and a job ready since has woken one of them (its wake token) or been
-        # handed over. This one waits behind it at once: a first reserve would find nothing.
-        waits_first = mailbox is not None and not carried and not frozen and self.handover.waits_on(ns, queues)
         if timeout_ms <= 0:  # one attempt, as long_poll would make it, without its loop and closures
             jobs = await self._attempt(ns, queues, ttr_ms, count, frozen, None, carried)
             self.observer.consumed(self.pool, ns, queues, count, jobs)
             return jobs
+        # A layout's consume looks at its lists first: the pump's handover would skip them.
+        mailbox = Mailbox(queues, ttr_ms, count, frozen) if self.layout is None else None
+        # Another consume of this process already waits on this queue alone: the queue was empty
+        # when it looked, and a job ready since has woken one of them (its wake token) or been
+        # handed over. This one waits behind it at once: a first reserve would find nothing.
+        waits_first = mailbox is not None and not carried and not frozen and self.handover.waits_on(ns, queues)
         try:
             jobs = await long_poll(
                 lambda waited: (
@@ -335,7 +335,7 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     ) -> list[Job]:
         """Runs reserve.lua, or a script answering as it does (lmstfy_reserve.lua), with its
         due-index update in the same round trip; `acks` (queue -> ids) are ACKed first in it."""
-        due = time.time_ns() // 1_000_000 + ttr_ms
+        due = now_ms() + ttr_ms
         args = contract.ReserveArgs(due, count, ns, job_prefix(ns), "1" if frozen else "0", tuple(queues))
         acked = list(acks.items()) if acks else []
         before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked] if acked else []

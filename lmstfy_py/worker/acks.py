@@ -9,9 +9,12 @@ before its requests were written, and its jobs stayed reserved until their ttr.
 
 With `carry` (lmstfy-py's consume that ACKs, on by default), the worker's consumes take up to 100
 waiting ids each (`consume`): a busy worker then sends one request per batch, and a round sends
-only what no consume took within its linger (the consumes are long-polling, or stopped). A
-consume that fails puts its ids back (sent again, by a consume or a round); one refused is logged
-as a refused round is. Ids are added once their handler finished, so none is ACKed before."""
+only what no consume took within its linger (the consumes are long-polling, or stopped). Once a
+consume came back with fewer jobs than it asked for, the queues ran dry and the next consumes
+long-poll: no consume is about to carry, so a round lingers only LINGER_S (a worker running dry
+ACKed its last jobs 50 ms late). A consume that fails puts its ids back (sent again, by a
+consume or a round); one refused is logged as a refused round is. Ids are added once their
+handler finished, so none is ACKed before."""
 
 from __future__ import annotations
 
@@ -46,10 +49,11 @@ class AckBatcher:
     def __init__(self, client: AsyncClient, carry: bool = False) -> None:
         self._client = client
         self._carry = carry
-        self._linger = CARRY_LINGER_S if carry else LINGER_S
+        self._dry = False  # the last consume came back short: the next ones long-poll
         self._pending: defaultdict[str, list[str]] = defaultdict(list)  # queue -> job ids
         self._wake = asyncio.Event()
         self._full = asyncio.Event()  # some queue has `_full_at` ids waiting
+        self._lingering: asyncio.Timeout | None = None  # a round's linger, while it lasts
         self._full_at = CARRY_FULL if carry else ACK_BATCH
         self._failures = 0  # rounds failed in a row
         self._closed = asyncio.Event()
@@ -74,9 +78,7 @@ class AckBatcher:
             lingered = not self._full.is_set()
             if lingered:
                 carries = self.carries
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self._linger)
-                    lingered = False
+                lingered = await self._linger()
                 if lingered and self.carries != carries and not self._closed.is_set():
                     continue  # a consume took ids meanwhile: those that came since wait a whole linger
             if self._closed.is_set():
@@ -88,6 +90,18 @@ class AckBatcher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._closed.wait(), delay)
                 self._wake.set()
+
+    async def _linger(self) -> bool:
+        """Waits for some queue's batch to fill, up to the linger: whether it waited it out."""
+        linger = CARRY_LINGER_S if self._carry and not self._dry else LINGER_S
+        try:
+            async with asyncio.timeout(linger) as self._lingering:
+                await self._full.wait()
+            return False
+        except TimeoutError:
+            return True
+        finally:
+            self._lingering = None
 
     def close(self) -> None:
         """run() returns once the round in flight, if any, is done."""
@@ -142,7 +156,18 @@ class AckBatcher:
             self._put_back(carried)
             raise
         self.sent += len(carried)
+        self._dry = len(jobs) < count
+        if self._dry:
+            self._cut_linger()
         return jobs
+
+    def _cut_linger(self) -> None:
+        """A round lingering for a consume to carry its ids would wait in vain: it lingers LINGER_S."""
+        lingering = self._lingering
+        # Expired: its end is already on its way (the round's task not yet resumed), and cannot move.
+        if lingering is None or lingering.expired() or (ends := lingering.when()) is None:
+            return
+        lingering.reschedule(min(ends, asyncio.get_running_loop().time() + LINGER_S))
 
     def _carried(self) -> list[tuple[str, str]]:
         """Up to ACK_BATCH waiting ids, of any queues, oldest first; the rest stays."""

@@ -8,6 +8,12 @@ than the concurrency (the buffer of a worker that has measured nothing yet), nev
 MAX_AUTO_PREFETCH. With quick handlers the buffer grows until the consumes in flight, not the
 buffer, bound the pace; slow ones keep the concurrency's worth, as a fixed default would, and the
 buffer grows past it only by what they get through in two round trips.
+
+A measure above what was known is taken at once, a lower one smoothed: the handlers did finish
+that many (a rate is never over-measured), and while the buffer is what bounds them each window
+measures only what it let through, so a smoothed rise took the buffer four windows or more to
+reach a quick worker's pace (docs/PERFORMANCE.md, "A worker's start and end"). A fall is smoothed
+so that one quiet window does not shrink it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import math
 MAX_AUTO_PREFETCH = 600
 ROUND_TRIPS = 2
 RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long
-SMOOTHING = 0.3  # weight of a new measure against what was known
+SMOOTHING = 0.3  # weight of a lower measure against what was known
 
 
 class Pace:
@@ -51,4 +57,4 @@ class Pace:
 
 
 def _smooth(known: float, measured: float) -> float:
-    return measured if known == 0.0 else known + SMOOTHING * (measured - known)
+    return measured if measured >= known else known + SMOOTHING * (measured - known)

@@ -8,12 +8,13 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
 from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import AsyncClient, Client, Job, Unauthorized, Unavailable
-from lmstfy_py.worker import Worker
+from lmstfy_py.worker import Worker, acks
 from lmstfy_py.worker.acks import AckBatcher
 from tests.conftest import free_port
 from tests.fixtures.push_endpoints import served_in_thread
@@ -137,3 +138,60 @@ async def test_the_batcher_puts_back_what_a_failed_consume_carried(
         assert batcher.waiting == 0  # refused: sending it again would be refused again
         assert any("refused with a consume" in record.getMessage() for record in caplog.records)
         assert await AckBatcher(good).consume(good, ["q"], 10, 60, 0) == []  # carry off: a plain consume
+
+
+async def test_once_the_queue_runs_dry_the_last_acks_do_not_wait_for_a_consume_to_carry_them(
+    lmstfy_server: Server, namespace: str, token: str, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consume that came back short means the next ones long-poll: the ids finished after it go
+    by batch ACK after the short linger, not the carry linger (made 30 s here, so that the test
+    cannot pass by waiting it out). While consumes come back full, ids wait for one to carry them."""
+    monkeypatch.setattr(acks, "CARRY_LINGER_S", 30.0)
+    client.publish_many("q", ["x"] * 5)
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as consumer:
+        batcher = AckBatcher(consumer, carry=True)
+        rounds = asyncio.create_task(batcher.run())
+        try:
+            full = await batcher.consume(consumer, ["q"], 2, 60, 0)  # 2 of 2: the queue is not dry
+            for job in full:
+                batcher.add("q", job.id)
+            await asyncio.sleep(0.5)
+            assert batcher.waiting == 2  # kept for the next consume to carry
+            short = await batcher.consume(consumer, ["q"], 10, 60, 0)  # carries those 2; 3 of 10
+            assert len(short) == 3 and (batcher.waiting, batcher.sent) == (0, 2)
+            for job in short:
+                batcher.add("q", job.id)
+            await asyncio.wait_for(_until(lambda: batcher.sent == 5), timeout=5)
+        finally:
+            batcher.close()
+            await rounds
+    assert all(client.peek_job("q", job.id) is None for job in [*full, *short])
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    while not done():
+        await asyncio.sleep(0.01)
+
+
+async def test_a_consume_coming_back_short_as_a_linger_ends_does_not_crash_the_worker(
+    lmstfy_server: Server, namespace: str, token: str
+) -> None:
+    """The race a bench run found (1 worker run in 8 stopped on a RuntimeError): a linger's timeout
+    has fired, its round's task not yet resumed, when a consume comes back short and cuts it."""
+    async with AsyncClient(lmstfy_server.data_url, namespace, token, retries=0) as consumer:
+        batcher = AckBatcher(consumer, carry=True)
+        loop = asyncio.get_running_loop()
+
+        async def lingering_round() -> None:
+            async with asyncio.timeout(None) as linger:
+                batcher._lingering = linger
+                linger.reschedule(loop.time())  # ends at the next turn of the loop
+                await asyncio.sleep(5)
+
+        round_task = asyncio.create_task(lingering_round())
+        while batcher._lingering is None or not batcher._lingering.expired():
+            await asyncio.sleep(0)
+        assert not round_task.done()  # fired, not yet left: the moment of the race
+        assert await batcher.consume(consumer, ["q"], 10, 60, 0) == []  # short: cuts the linger
+        with pytest.raises(TimeoutError):
+            await round_task

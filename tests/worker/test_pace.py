@@ -40,3 +40,15 @@ def test_a_concurrency_above_the_cap_is_the_floor() -> None:
     pace = Pace(1_000, now=0.0)
     end = run_at(pace, 0.0, jobs_per_s=50_000, round_trip_s=0.02, seconds=1)
     assert pace.prefetch(end) == 1_000
+
+
+def test_a_rise_is_taken_at_once_and_a_fall_is_smoothed() -> None:
+    """While the buffer bounds quick handlers, each window measures only what it let through: a
+    smoothed rise took four windows or more to reach their pace. A quiet window shrinks it slowly."""
+    pace = Pace(64, now=0.0)
+    end = run_at(pace, 0.0, jobs_per_s=4_000, round_trip_s=0.03, seconds=RATE_WINDOW_S)
+    assert pace.prefetch(end) == 240  # 2 x 4,000/s x 30 ms
+    end = run_at(pace, end, jobs_per_s=9_000, round_trip_s=0.03, seconds=RATE_WINDOW_S)
+    assert pace.prefetch(end) == 540  # the next window's pace at once, not a third of the way
+    end = run_at(pace, end, jobs_per_s=0, round_trip_s=0.03, seconds=RATE_WINDOW_S)
+    assert pace.prefetch(end) == 378  # 540 - 30 % of the fall

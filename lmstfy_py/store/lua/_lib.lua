@@ -164,9 +164,10 @@ end
 -- `since` (ms): when it becomes ready later than its publish (due, release, ttr, promote,
 -- respawn), kept as field y for stats' oldest_ready_ms; nil at publish (its creation tells).
 -- A job of a `group` (false/nil: none) goes to its group instead (fc().push; `front`: a
--- release or ttr making it ready again, ahead of its group's others).
+-- release or ttr making it ready again, ahead of its group's others). `stated`: its fields s
+-- and t are written already (create_job, with the job's others), for a job of no group.
 -- q = {ready, prio, wake, meta}
-local function push_ready(job_key, q, tries, id, priority, since, group, front)
+local function push_ready(job_key, q, tries, id, priority, since, group, front, stated)
     if group then
         fc().push(job_key, q, tries, id, priority, since, group, front)
         return
@@ -180,7 +181,7 @@ local function push_ready(job_key, q, tries, id, priority, since, group, front)
     end
     if since then
         redis.call('HSET', job_key, 's', 'R', 't', tries, 'y', since)
-    else
+    elseif not stated then
         redis.call('HSET', job_key, 's', 'R', 't', tries)
     end
     if not paused(q.meta) then
@@ -190,10 +191,12 @@ end
 
 -- Puts a job on the timer as delayed until due (ms). The queue's delayed jobs are also counted by
 -- due second (hash dd/{ns}/q, built from its meta key n/{ns}/q), wherever the meta's T count
--- changes (here and undelayed), for stats' due buckets.
-local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due)
+-- changes (here and undelayed), for stats' due buckets. `stated`: as push_ready's.
+local function push_delayed(job_key, timer, meta, ns, qname, tries, id, due, stated)
     redis.call('ZADD', timer, due, pack_member(ns, qname, tries, id, false))
-    redis.call('HSET', job_key, 's', 'T', 't', tries)
+    if not stated then
+        redis.call('HSET', job_key, 's', 'T', 't', tries)
+    end
     count(meta, 'T', 1)
     redis.call('HINCRBY', 'dd/' .. string.sub(meta, 3), math.floor(due / 1000), 1)
 end
@@ -459,25 +462,35 @@ local function create_job(j, q, ns, qname, id, new)
         fields[#fields + 1] = 'w'
         fields[#fields + 1] = new.trace
     end
-    redis.call('HSET', j.key, unpack(fields))
+    -- All of the hash in one HSET, its state and tries too (push_ready's and push_delayed's, told
+    -- `stated`): each call from a script costs Redis more than its command does.
     if new.priority > 0 then
-        redis.call('HSET', j.key, 'p', new.priority)
+        fields[#fields + 1] = 'p'
+        fields[#fields + 1] = new.priority
     end
     if new.backoff ~= '' then
-        redis.call('HSET', j.key, 'b', new.backoff)
+        fields[#fields + 1] = 'b'
+        fields[#fields + 1] = new.backoff
     end
-    local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
     if new.unique_for > 0 then
-        redis.call('HSET', j.key, 'u', new.unique_for)
-        if new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
-            redis.call('SET', j.tombstone, '1', 'PX', new.ttl + new.unique_for)
-        end
+        fields[#fields + 1] = 'u'
+        fields[#fields + 1] = new.unique_for
+    end
+    local n = #fields
+    fields[n + 1] = 's'
+    fields[n + 2] = new.due > 0 and 'T' or 'R'
+    fields[n + 3] = 't'
+    fields[n + 4] = new.tries
+    redis.call('HSET', j.key, unpack(fields))
+    local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
+    if new.unique_for > 0 and new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
+        redis.call('SET', j.tombstone, '1', 'PX', new.ttl + new.unique_for)
     end
     redis.call('SADD', j.registry, qname)
     if new.due > 0 then
-        push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due)
+        push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due, true)
     else
-        push_ready(j.key, q, new.tries, id, new.priority, nil, new.group)
+        push_ready(j.key, q, new.tries, id, new.priority, nil, new.group, nil, true)
     end
     event(j.key, 'published', nil, new.priority, 0)
     return expires and 2 or 1
@@ -495,12 +508,12 @@ end
 
 -- Reserves the job of a ready element just popped, in the same step: its timer member at the
 -- ttr deadline (reservation_end), its state and tries; appends its seven answer fields to
--- r.out. An element whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
+-- r.out. The caller counts what it reserved in the queue's meta (X), once per step. An element whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
 -- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
     local job = r.prefix .. qname .. '/' .. id
-    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K', 'g')
+    local fields = redis.call('HMGET', job, 'd', 'c', 'd2', 's', 'K', 'g', 'a')
     if not fields[1] or not in_state(fields[4], 'R') then -- expired, ended and kept, or another's: stale
         return false
     end
@@ -510,9 +523,10 @@ local function reserve_element(r, qname, q, element)
         return r.now
     end)
     redis.call('ZADD', r.timer, deadline, pack_member(r.ns, qname, remain, id, true))
-    redis.call('HSET', job, 's', 'X', 't', remain)
-    local attempts = redis.call('HINCRBY', job, 'a', 1)
-    count(q.meta, 'X', 1)
+    -- The attempts read with the rest, and written with the state: each call from a script costs
+    -- Redis more than its command (HINCRBY here, and a count per job, were a sixth of a reserve's).
+    local attempts = (tonumber(fields[7]) or 0) + 1
+    redis.call('HSET', job, 's', 'X', 't', remain, 'a', attempts)
     event(job, 'reserved', nil, nil, attempts)
     local out, base = r.out, #r.out
     out[base + 1] = qname
@@ -787,6 +801,9 @@ local function reserve_from_queue(r, qname, q, want)
             got = got + 1
         end
     end
+    if got > 0 then
+        count(q.meta, 'X', got) -- before the allowance below reads it
+    end
     if fl and s.rate > 0 then
         fl.spend(s, base, got)
     end
@@ -843,7 +860,8 @@ end
 -- with which tries it was packed, p whether in the priority set), then its data, or keeps it as
 -- a record (finish) in state `final` (nil: completed) ended at `now` (nil: Redis's clock). An
 -- ended job's record is left as it is (0). Returns 1 and the job's field w when it removed it.
--- q = {timer, ready, dead, prio, meta}
+-- q = {timer, ready, dead, prio, meta, freed}: with `freed` (a number), the reservations it ends
+-- are added to it for the caller to count in the meta at once (ack.lua), not each by itself.
 local function remove_job(job_key, ns, qname, id, q, final, now)
     local f = redis.call('HMGET', job_key, 's', 't', 'p', 'u', 'K', 'g', 'h', 'w')
     local state, tries, group = f[1], tonumber(f[2]), f[6]
@@ -859,6 +877,8 @@ local function remove_job(job_key, ns, qname, id, q, final, now)
         redis.call('ZREM', q.timer, member)
         if state == 'T' then
             undelayed(q.meta, due)
+        elseif q.freed then
+            q.freed = q.freed + 1 -- counted by the caller, once per step
         else
             count(q.meta, 'X', -1)
         end

@@ -8,7 +8,7 @@
 -- Returns how many of the jobs existed (an id given twice counts once); when some of those it
 -- removed had a sampled trace (SPEC 15), {that count, {id, field w, ...} of each}: an untraced
 -- ACK's reply stays one integer.
-local q = {timer = KEYS[1], ready = KEYS[2], dead = KEYS[3], prio = KEYS[4], meta = KEYS[5]}
+local q = {timer = KEYS[1], ready = KEYS[2], dead = KEYS[3], prio = KEYS[4], meta = KEYS[5], freed = 0}
 local found, traced = 0, {}
 for i = 6, #KEYS do
     local removed, trace = remove_job(KEYS[i], ARGV[1], ARGV[2], ARGV[i - 3], q)
@@ -17,6 +17,9 @@ for i = 6, #KEYS do
         traced[#traced + 1] = ARGV[i - 3]
         traced[#traced + 1] = trace
     end
+end
+if q.freed > 0 then
+    count(q.meta, 'X', -q.freed) -- after the removals: a write that may grow memory comes last
 end
 if #traced == 0 then
     return found

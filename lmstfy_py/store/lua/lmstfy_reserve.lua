@@ -38,6 +38,9 @@ for i = 1, (#KEYS - 1) / 5 do
         end
     end
     got = got + took
+    if took > 0 then
+        count(q.meta, 'X', took)
+    end
     if fl and s.rate > 0 then
         fl.spend(s, base, took)
     end

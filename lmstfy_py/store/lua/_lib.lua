@@ -508,7 +508,8 @@ end
 
 -- Reserves the job of a ready element just popped, in the same step: its timer member at the
 -- ttr deadline (reservation_end), its state and tries; appends its seven answer fields to
--- r.out. The caller counts what it reserved in the queue's meta (X), once per step. An element whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
+-- r.out. The caller counts what it reserved in the queue's meta (X), once per step. An element
+-- whose job expired is dropped (false). r = {timer, deadline, ns, prefix "j/{ns}/", used (1, or
 -- 0 to keep the tries), out}; q = the queue's {ready, prio, wake, meta}.
 local function reserve_element(r, qname, q, element)
     local tries, id = struct.unpack('<HHc0', element)
@@ -524,7 +525,7 @@ local function reserve_element(r, qname, q, element)
     end)
     redis.call('ZADD', r.timer, deadline, pack_member(r.ns, qname, remain, id, true))
     -- The attempts read with the rest, and written with the state: each call from a script costs
-    -- Redis more than its command (HINCRBY here, and a count per job, were a sixth of a reserve's).
+    -- Redis more than its command (an HINCRBY here and a count per job were two of seven calls).
     local attempts = (tonumber(fields[7]) or 0) + 1
     redis.call('HSET', job, 's', 'X', 't', remain, 'a', attempts)
     event(job, 'reserved', nil, nil, attempts)

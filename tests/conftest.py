@@ -9,8 +9,10 @@ next test's `redis_url`/`cluster_url`, which starts it again on the same port.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +28,7 @@ from lmstfy_py.config import Config, PoolConfig
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import create_admin_app, create_data_app
 
-__all__ = ["EVERY_HTTP_SERVER", "free_port"]
+__all__ = ["EVERY_HTTP_SERVER", "eventually", "free_port"]
 
 # httpx builds an SSL context for every client, and from a CA file (SSL_CERT_FILE, else certifi's) it
 # parses the whole bundle each time: ~40 ms of CPU per httpx.get(), thousands of times a session. From a
@@ -232,6 +234,14 @@ def make_lmstfy_server(tmp_path: Path, http_server: str) -> Iterator[Callable[[]
     yield make
     for server in made:
         server.cleanup()
+
+
+async def eventually(check: Callable[[], object], timeout: float = 5.0) -> None:
+    """Waits, the event loop running meanwhile, until `check()` is true; fails past `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.01)
 
 
 def client_for(app: object) -> httpx.AsyncClient:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+import tests.conftest
 from lmstfy_py import metrics, tasks
 from lmstfy_py.admin.limits import Limit, LimitStore
 from lmstfy_py.runtime import Runtime
@@ -46,10 +47,7 @@ def fails_once(real: Callable[..., Awaitable[Any]], error: BaseException) -> Cal
 # Generous: these tests run beside others on two cores (not in the serial part); a loaded CI run
 # once took more than 5 s to see the long-poll loop's restart. What they assert is that it comes.
 async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "not within the time"
-        await asyncio.sleep(0.01)
+    await tests.conftest.eventually(check, timeout)
 
 
 def crash_records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:

@@ -21,7 +21,7 @@ from lmstfy_py import metrics
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import NewJob, TraceContext
 from lmstfy_py.web import create_admin_app
-from tests.conftest import client_for
+from tests.conftest import client_for, eventually
 from tests.fixtures.push_endpoints import Endpoints, refused_url
 from tests.metrics.test_metrics import Scrape
 
@@ -48,13 +48,6 @@ async def endpoints() -> AsyncIterator[Endpoints]:
 
 def pusher(endpoint: str, *queues: str, **more: Any) -> dict[str, Any]:
     return {"queues": list(queues or ["q"]), "endpoint": endpoint, "workers": 4, "timeout": 1, **more}
-
-
-async def eventually(check: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within the time"
-        await asyncio.sleep(0.02)
 
 
 async def publish(runtime: Runtime, queue: str = "q", body: bytes = b"hello", **job: Any) -> str:

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 
@@ -16,7 +15,7 @@ from benchmarks.harness.lmstfy_servers import Server
 from lmstfy_py.client import AsyncClient, Client, Job, Unauthorized, Unavailable
 from lmstfy_py.worker import Worker, acks
 from lmstfy_py.worker.acks import AckBatcher
-from tests.conftest import free_port
+from tests.conftest import eventually, free_port
 from tests.fixtures.push_endpoints import served_in_thread
 from tests.worker.conftest import drained, running, wait_until
 from tests.worker.test_worker import HoldingProxy
@@ -161,16 +160,11 @@ async def test_once_the_queue_runs_dry_the_last_acks_do_not_wait_for_a_consume_t
             assert len(short) == 3 and (batcher.waiting, batcher.sent) == (0, 2)
             for job in short:
                 batcher.add("q", job.id)
-            await asyncio.wait_for(_until(lambda: batcher.sent == 5), timeout=5)
+            await eventually(lambda: batcher.sent == 5)
         finally:
             batcher.close()
             await rounds
     assert all(client.peek_job("q", job.id) is None for job in [*full, *short])
-
-
-async def _until(done: Callable[[], bool]) -> None:
-    while not done():
-        await asyncio.sleep(0.01)
 
 
 async def test_a_consume_coming_back_short_as_a_linger_ends_does_not_crash_the_worker(

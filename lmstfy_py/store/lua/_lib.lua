@@ -425,6 +425,14 @@ local function finish(job_key, id, final, now, result, keep, unique_for, grouped
     ended(job_key, unique_for)
 end
 
+-- Appends name and value to an HSET's field list when the field is to be stored at all.
+local function field_if(fields, present, name, value)
+    if present then
+        fields[#fields + 1] = name
+        fields[#fields + 1] = value
+    end
+end
+
 -- Stores a new job and makes it ready now, or puts it on the timer (publish.lua, cron_fire.lua).
 -- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
 -- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
@@ -445,37 +453,16 @@ local function create_job(j, q, ns, qname, id, new)
     if keep == '' then
         keep = settings_of(string.sub(j.settings, 4)).keep
     end
-    local fields = data_fields(new.data)
-    if (tonumber(keep) or 0) > 0 then
-        fields[#fields + 1] = 'K'
-        fields[#fields + 1] = keep
-    end
-    if tonumber(new.created) > 0 then
-        fields[#fields + 1] = 'c'
-        fields[#fields + 1] = new.created
-    end
-    if new.group then
-        fields[#fields + 1] = 'g'
-        fields[#fields + 1] = new.group
-    end
-    if new.trace then
-        fields[#fields + 1] = 'w'
-        fields[#fields + 1] = new.trace
-    end
     -- All of the hash in one HSET, its state and tries too (push_ready's and push_delayed's, told
     -- `stated`): each call from a script costs Redis more than its command does.
-    if new.priority > 0 then
-        fields[#fields + 1] = 'p'
-        fields[#fields + 1] = new.priority
-    end
-    if new.backoff ~= '' then
-        fields[#fields + 1] = 'b'
-        fields[#fields + 1] = new.backoff
-    end
-    if new.unique_for > 0 then
-        fields[#fields + 1] = 'u'
-        fields[#fields + 1] = new.unique_for
-    end
+    local fields = data_fields(new.data)
+    field_if(fields, (tonumber(keep) or 0) > 0, 'K', keep)
+    field_if(fields, tonumber(new.created) > 0, 'c', new.created)
+    field_if(fields, new.group, 'g', new.group)
+    field_if(fields, new.trace, 'w', new.trace)
+    field_if(fields, new.priority > 0, 'p', new.priority)
+    field_if(fields, new.backoff ~= '', 'b', new.backoff)
+    field_if(fields, new.unique_for > 0, 'u', new.unique_for)
     local n = #fields
     fields[n + 1] = 's'
     fields[n + 2] = new.due > 0 and 'T' or 'R'

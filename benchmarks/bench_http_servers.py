@@ -44,7 +44,7 @@ START_TIMEOUT = 20.0
 SETTLE_S = 1.5
 STOP_TIMEOUT = 10.0
 
-# -- the app (same bytes as trivial_app.py's) ---------------------------------------------
+# -- the app (trivial_app.py serves this one too) ------------------------------------------
 
 BODY = b'{"msg":"ok"}'
 HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]

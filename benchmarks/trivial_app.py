@@ -30,7 +30,6 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from hypercorn.typing import ASGIFramework
@@ -40,29 +39,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from benchmarks.bench_http_servers import BODY, Receive, Send, raw_app
 from lmstfy_py import listeners, server
 from lmstfy_py.config import HTTP_SERVERS, HttpServer, PoolConfig, ServerConfig
 from lmstfy_py.store import pools
 from lmstfy_py.store.embedded import parent_death_hook
 from lmstfy_py.store.scripts import Script
-
-BODY = b'{"msg":"ok"}'
-HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
-
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-async def raw_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-    if scope["type"] == "lifespan":
-        while (await receive())["type"] != "lifespan.shutdown":
-            await send({"type": "lifespan.startup.complete"})
-        await send({"type": "lifespan.shutdown.complete"})
-        return
-    while (await receive()).get("more_body"):  # the request body, read as any endpoint must
-        pass
-    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-    await send({"type": "http.response.body", "body": BODY})
 
 
 def redis_app(url: str, through_redis_py: bool = False) -> ASGIFramework:

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -102,6 +103,24 @@ def _installed(name: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(bool(missing), reason=f"{name} needs {missing}: pip install -e '.[fast]'")
 
 
+class _Startable(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+_Server = TypeVar("_Server", bound=_Startable)
+
+
+def _running(server: _Server) -> Iterator[_Server]:
+    """A fixture's test Redis (or group of them), started, and stopped after its last test."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="session")
 def http_server(pytestconfig: pytest.Config) -> str:
     """The HTTP server real servers run under: --http-server, else hypercorn (modules with HTTP_SERVERS
@@ -112,22 +131,12 @@ def http_server(pytestconfig: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path_factory.mktemp("redis"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from _running(RedisProcess(tmp_path_factory.mktemp("redis")))
 
 
 @pytest.fixture(scope="session")
 def cluster_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterNode]:
-    node = ClusterNode(tmp_path_factory.mktemp("cluster"))
-    try:
-        node.start()
-        yield node
-    finally:
-        node.stop()
+    yield from _running(ClusterNode(tmp_path_factory.mktemp("cluster")))
 
 
 @pytest.fixture
@@ -148,12 +157,7 @@ def cluster_url(cluster_server: ClusterNode) -> str:
 
 @pytest.fixture(scope="session")
 def cluster3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    cluster = Cluster(tmp_path_factory.mktemp("cluster3"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(Cluster(tmp_path_factory.mktemp("cluster3")))
 
 
 @pytest.fixture
@@ -168,22 +172,12 @@ def cluster3_nodes(cluster3_server: Cluster) -> tuple[str, ...]:
 def replicated_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplicatedCluster]:
     """A fresh 3-master test cluster with a replica per master and quick failovers, for a test that
     kills its masters (made per test: about 2 s)."""
-    cluster = ReplicatedCluster(tmp_path_factory.mktemp("replicated"))
-    try:
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from _running(ReplicatedCluster(tmp_path_factory.mktemp("replicated")))
 
 
 @pytest.fixture(scope="session")
 def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
-    group = SentinelGroup(tmp_path_factory.mktemp("sentinel"))
-    try:
-        group.start()
-        yield group
-    finally:
-        group.stop()
+    yield from _running(SentinelGroup(tmp_path_factory.mktemp("sentinel")))
 
 
 @pytest.fixture

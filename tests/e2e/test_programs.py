@@ -136,8 +136,9 @@ def test_bench_memory() -> None:
 
 
 def test_bench_step_cost() -> None:
-    out = ok(run("benchmarks/bench_step_cost.py", "smoke", "--jobs", "300"))
-    assert re.search(r"^smoke: publish [\d.]+ µs/call .*, consume\+ACK [\d.]+ µs/call", out, re.MULTILINE), out
+    out = ok(run("benchmarks/bench_step_cost.py", "smoke", "--jobs", "300", "--publishers", "2"))
+    assert re.search(r"^smoke: publish [\d.]+ µs/call.*, consume\+ACK [\d.]+ µs/call", out, re.MULTILINE), out
+    assert re.search(r"^smoke: end to end, 2 publishing [\d.]+ µs/call, .* Redis process [\d.]+ µs/job", out, re.M), out
 
 
 def test_bench_result_waits() -> None:

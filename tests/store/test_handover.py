@@ -6,6 +6,7 @@ back when nobody is left."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -17,7 +18,7 @@ from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Job, NewJob, PusherWait, SettingsChange
+from lmstfy_py.types import Event, Job, NewJob, PusherWait, SettingsChange
 
 NS, Q, Q2, Q3 = "hand", "q1", "q2", "q3"
 DUE_MS = 300
@@ -304,3 +305,65 @@ async def test_a_consume_behind_a_waiting_one_still_finds_a_job_left_ready(engin
     [job] = await engine.consume(NS, [Q], 60_000, 3_000, 1)  # waits first, woken by the token
     assert job.job_id == job_id
     engine.handover.leave(NS, mailbox)
+
+
+async def _reserved_state(engine: Engine, queue: str, job: Job) -> dict[str, Any]:
+    """What Redis holds of a reserved job and its queue, with what differs by id and clock left out."""
+    job_key = keys.job(NS, queue, job.job_id)
+    members = [
+        (member, score)
+        for member, score in await engine.redis.zrange(keys.timer(NS), 0, -1, withscores=True)
+        if job.job_id.encode() in member
+    ]
+    job_hash = await engine.redis.hgetall(job_key)
+    if b"c" in job_hash:  # a business id's creation time, kept
+        job_hash[b"c"] = round(int(job_hash[b"c"]) / 10_000)
+    meta = await engine.redis.hgetall(keys.meta(NS, queue))
+    meta.pop(b"seq", None)  # the priority set's order counter: a job never made ready takes no number
+    return {
+        "hash": job_hash,
+        "pttl_s": round(await engine.redis.pttl(job_key) / 10_000),
+        "timer": sorted((member[-1:], round((score - now_ms()) / 10_000)) for member, score in members),
+        "meta": meta,
+        "wake": await engine.redis.llen(keys.wake(NS, queue)),
+        "answer": (job.body, job.ttl // 10, job.remain_tries, job.attempts, job.created_ms is None, job.attributes),
+        "events": [(e["kind"], e.get("attempt")) for e in await _events(engine, queue)],
+    }
+
+
+async def _events(engine: Engine, queue: str) -> list[dict[str, Any]]:
+    stream = await engine.open_events(NS, [queue], "0", idle_s=0.2)
+    found: list[dict[str, Any]] = []
+    async for item in stream:
+        if item is None:
+            break
+        if isinstance(item, Event):
+            found.append(json.loads(item.data))
+    return found
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        NewJob(b"plain", tries=3),
+        NewJob(b"forever", ttl_ms=0, tries=2, attributes={"a": "1"}),
+        NewJob(b"x" * 300, priority=5, keep_s=600, tries=4),  # data in pieces; an expiry member too
+        NewJob(b"named", job_id="business-id", unique_for_ms=60_000),
+    ],
+    ids=["plain", "forever", "kept-priority-pieces", "business-id"],
+)
+async def test_a_job_handed_over_by_its_publish_is_stored_as_a_consume_would_reserve_it(
+    engine: Engine, job: NewJob
+) -> None:
+    """The publish stores a job that goes straight to a waiter reserved at once (no ready element,
+    wake token or pop of its own): Redis must then hold what a publish followed by a reserve leaves."""
+    for queue in (Q, Q3):
+        await engine.set_queue_settings(NS, queue, SettingsChange(events=100))
+    task = consuming(engine, [Q])
+    await waiting(engine, 1)
+    await engine.publish(NS, Q, job)
+    [handed] = await task
+    await engine.publish(NS, Q3, job)
+    [reserved] = await engine.consume(NS, [Q3], 60_000, 0, 1)
+    assert await _reserved_state(engine, Q, handed) == await _reserved_state(engine, Q3, reserved)
+    assert [kind for kind, _ in (await _reserved_state(engine, Q, handed))["events"]] == ["published", "reserved"]

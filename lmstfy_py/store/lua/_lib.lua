@@ -437,13 +437,20 @@ end
 -- j = {key, tombstone, registry, timer, settings (the queue's settings hash)}, q = the queue's
 -- {ready, prio, wake, meta}; new = {data, ttl (ms, 0 = forever), due (ms, 0 = now), tries,
 -- created (ms; 0: the job id tells, no field c is kept), priority, unique_for (ms), backoff
--- ("base:max" or ""), keep (s; "" = the queue's setting), group (nil: none)}. Returns 1 (2: it has an expiry
--- member on the timer, see set_ttl), or 0 when a job with this id is alive in the queue or its
--- id is still taken (unique_for): nothing is stored. A record of an ended job with this id is
--- replaced (it holds no id).
+-- ("base:max" or ""), keep (s; "" = the queue's setting), group (nil: none), reserved (nil, or
+-- the tries left to a waiting consume that takes the job in this step: publish.lua's
+-- hand_new_job)}. Returns 1 (2: it has an expiry member on the timer, see set_ttl), or 0 when a
+-- job with this id is alive in the queue or its id is still taken (unique_for): nothing is
+-- stored. A record of an ended job with this id is replaced (it holds no id).
 local function create_job(j, q, ns, qname, id, new)
     local state = redis.call('HGET', j.key, 's')
-    if (state and not is_record(state)) or redis.call('EXISTS', j.tombstone) == 1 then
+    if state and not is_record(state) then
+        return 0
+    end
+    -- An id the engine made (created 0) is new but for a retry of the same publish, which finds
+    -- the job above, or with the same unique_for its tombstone: without one there is none.
+    local own_id = tonumber(new.created) == 0 and new.unique_for == 0
+    if not own_id and redis.call('EXISTS', j.tombstone) == 1 then
         return 0
     end
     if state then
@@ -465,9 +472,12 @@ local function create_job(j, q, ns, qname, id, new)
     field_if(fields, new.unique_for > 0, 'u', new.unique_for)
     local n = #fields
     fields[n + 1] = 's'
-    fields[n + 2] = new.due > 0 and 'T' or 'R'
     fields[n + 3] = 't'
-    fields[n + 4] = new.tries
+    if new.reserved then -- as reserve_element writes it: its first attempt
+        fields[n + 2], fields[n + 4], fields[n + 5], fields[n + 6] = 'X', new.reserved, 'a', 1
+    else
+        fields[n + 2], fields[n + 4] = new.due > 0 and 'T' or 'R', new.tries
+    end
     redis.call('HSET', j.key, unpack(fields))
     local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
     if new.unique_for > 0 and new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
@@ -476,7 +486,7 @@ local function create_job(j, q, ns, qname, id, new)
     redis.call('SADD', j.registry, qname)
     if new.due > 0 then
         push_delayed(j.key, j.timer, q.meta, ns, qname, new.tries, id, new.due, true)
-    else
+    elseif not new.reserved then
         push_ready(j.key, q, new.tries, id, new.priority, nil, new.group, nil, true)
     end
     event(j.key, 'published', nil, new.priority, 0)
@@ -525,6 +535,51 @@ local function reserve_element(r, qname, q, element)
     out[base + 6] = attempts
     out[base + 7] = fields[2] or false
     return true
+end
+
+-- Whether a publish's new job may go to a waiting consume in its own step without being made
+-- ready first (publish.lua): it is ready now and has no group, and its queue is not paused, has
+-- no groups or limits, and holds no other ready job, so it is the job reserve_from_queue would
+-- give first. Otherwise the publish makes it ready and reserves through reserve_from_queue.
+local function takes_new_job(q, new)
+    if new.group or new.due > 0 then
+        return false
+    end
+    local m = redis.call('HMGET', q.meta, 'paused', 'gseq')
+    if m[1] == '1' or m[2] then
+        return false
+    end
+    local s = settings_of(string.sub(q.meta, 3))
+    return s.max_reserved == 0 and s.rate == 0 and redis.call('LLEN', q.ready) == 0
+        and redis.call('EXISTS', q.prio) == 0
+end
+
+-- Reserves the job create_job just stored for the waiting consume (new.reserved: takes_new_job
+-- said yes), as push_ready, a pop and reserve_element would have, with what the step knows: its
+-- hash holds its state and first attempt already; its timer member at the ttr deadline, the
+-- queue's count X, its seven answer fields in r.out. No other job is ready, so a wake token
+-- would wake someone for nothing: it goes, as reserve_from_queue's would.
+local function hand_new_job(r, q, qname, id, new)
+    local keep = new.keep
+    if keep == '' then
+        keep = settings_of(string.sub(q.meta, 3)).keep
+    end
+    local left = new.ttl > 0 and new.ttl or -1 -- ttl_left's answer: PTTL less the keep set_ttl adds
+    local deadline = reservation_end(tonumber(r.deadline), left, keep, nil, function()
+        return outcomes().now_ms()
+    end)
+    redis.call('ZADD', r.timer, deadline, pack_member(r.ns, qname, new.reserved, id, true))
+    count(q.meta, 'X', 1)
+    redis.call('DEL', q.wake)
+    event(r.prefix .. qname .. '/' .. id, 'reserved', nil, nil, 1)
+    local out, base = r.out, #r.out
+    out[base + 1] = qname
+    out[base + 2] = id
+    out[base + 3] = new.data
+    out[base + 4] = left
+    out[base + 5] = new.reserved
+    out[base + 6] = 1
+    out[base + 7] = tonumber(new.created) > 0 and new.created or false
 end
 
 -- Groups (SPEC 14). A grouped job (field g) ready waits in its group's zset gq/{ns}/q/<group>,

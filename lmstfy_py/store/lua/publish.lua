@@ -20,7 +20,9 @@
 -- The waiter is one of the publishing process's long-polls on this queue alone (store/handover.py):
 -- a job made ready now is reserved for it in the same step, as reserve.lua would (the queue's
 -- oldest ready job first, its limits and pause kept), so that it answers with no wake token, no
--- BRPOP return and no reserve of its own.
+-- BRPOP return and no reserve of its own. When the job is the only one ready in a queue without
+-- groups, limits or pause (most handovers), it is stored reserved at once (_lib.lua's
+-- takes_new_job, hand_new_job): no ready element, wake token or pop to undo again.
 local q = {timer = KEYS[2], ready = KEYS[5], prio = KEYS[6], wake = KEYS[7], meta = KEYS[8], dead = KEYS[9]}
 local ns, qname, id = ARGV[5], ARGV[6], ARGV[7]
 local replaced -- the replaced job's field w
@@ -33,14 +35,24 @@ local new = {
     created = ARGV[8], priority = tonumber(ARGV[9]), unique_for = tonumber(ARGV[10]), backoff = ARGV[11],
     keep = ARGV[12], group = ARGV[13] ~= '' and ARGV[13] or nil, trace = ARGV[14] ~= '' and ARGV[14] or nil,
 }
-local made = create_job(j, q, ns, qname, id, new)
 local deadline = tonumber(ARGV[15])
-if made > 0 and new.due == 0 and deadline > 0 then
+local r -- the waiting consume's reservation
+if deadline > 0 and new.due == 0 then
     -- The job keys' prefix "j/{ns}/", from this job's "j/{ns}/<queue>/<id>".
     local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #qname - #id - 1)
-    local r = {timer = KEYS[2], deadline = deadline, ns = ns, prefix = prefix, out = {}}
+    r = {timer = KEYS[2], deadline = deadline, ns = ns, prefix = prefix, out = {}}
     r.used = ARGV[17] == '1' and 0 or 1
-    reserve_from_queue(r, qname, q, tonumber(ARGV[16]))
+    if takes_new_job(q, new) then -- stored reserved: no ready element, wake token or pop of its own
+        new.reserved = new.tries - r.used
+    end
+end
+local made = create_job(j, q, ns, qname, id, new)
+if made > 0 and r then
+    if new.reserved then
+        hand_new_job(r, q, qname, id, new)
+    else
+        reserve_from_queue(r, qname, q, tonumber(ARGV[16]))
+    end
     return {made, replaced or false, {r.out, r.wake_at or 0}}
 end
 if replaced then

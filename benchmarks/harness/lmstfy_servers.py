@@ -48,7 +48,10 @@ __all__ = [
     "wait_until",
 ]
 
-READY_TIMEOUT = 15.0
+# A server is up in 2-5 s; the suite's serial part once met two starts (of three modules running at
+# once, on an hour when the VM ran slowly) that took over 15 s with nothing wrong: how
+# soon a server starts is measured elsewhere (README, "Which machine"), not by this deadline.
+READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 5.0
 GONE_TIMEOUT = 10.0
 POLL_S = 0.05

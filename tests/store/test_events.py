@@ -21,6 +21,7 @@ from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.pump import Pump
 from lmstfy_py.store.scheduler import Scheduler
 from lmstfy_py.types import Event, Gap, NewJob, SettingsChange
+from tests.store.conftest import events_kept
 
 NS, Q = "ns1", "q1"
 Item = Event | Gap | None
@@ -44,8 +45,7 @@ async def drain(stream: AsyncIterator[Item], until_idle: bool = True) -> list[Ev
 
 async def kept(engine: Engine, queue: str = Q) -> list[dict[str, Any]]:
     """The events the queue's log keeps, oldest first."""
-    stream = await engine.open_events(NS, [queue], "0", idle_s=0.2)
-    return [json.loads(e.data) for e in await drain(stream) if isinstance(e, Event)]
+    return await events_kept(engine, NS, queue)
 
 
 def kinds(found: list[dict[str, Any]]) -> list[str]:

@@ -6,7 +6,6 @@ back when nobody is left."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -18,7 +17,8 @@ from lmstfy_py.store import keys, pools
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.handover import Mailbox
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Event, Job, NewJob, PusherWait, SettingsChange
+from lmstfy_py.types import Job, NewJob, PusherWait, SettingsChange
+from tests.store.conftest import events_kept
 
 NS, Q, Q2, Q3 = "hand", "q1", "q2", "q3"
 DUE_MS = 300
@@ -327,19 +327,8 @@ async def _reserved_state(engine: Engine, queue: str, job: Job) -> dict[str, Any
         "meta": meta,
         "wake": await engine.redis.llen(keys.wake(NS, queue)),
         "answer": (job.body, job.ttl // 10, job.remain_tries, job.attempts, job.created_ms is None, job.attributes),
-        "events": [(e["kind"], e.get("attempt")) for e in await _events(engine, queue)],
+        "events": [(e["kind"], e.get("attempt")) for e in await events_kept(engine, NS, queue, idle_s=0.1)],
     }
-
-
-async def _events(engine: Engine, queue: str) -> list[dict[str, Any]]:
-    stream = await engine.open_events(NS, [queue], "0", idle_s=0.1)
-    found: list[dict[str, Any]] = []
-    async for item in stream:
-        if item is None:
-            break
-        if isinstance(item, Event):
-            found.append(json.loads(item.data))
-    return found
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ lists meanwhile; and lmstfy's keys gone once every job has moved.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -24,8 +23,9 @@ from lmstfy_py.store.engine import Engine
 from lmstfy_py.store.lmstfy_format import LmstfyLayout, LmstfyMover
 from lmstfy_py.store.pools import Pools
 from lmstfy_py.store.pump import Pump
-from lmstfy_py.types import Event, Job, NewJob, SettingsChange
+from lmstfy_py.types import Job, NewJob, SettingsChange
 from tests.fixtures.lmstfy_layout import TIMER_SET, LmstfyPool, dead_key, job_key, ready_key
+from tests.store.conftest import events_kept
 
 NS = "shop"
 
@@ -411,11 +411,5 @@ async def test_a_job_records_events_from_the_consume_that_moves_it_into_our_layo
     old = lmstfy.publish(NS, "q", b"from lmstfy")  # lmstfy's own step: no event
     [job] = await consume_all(store, ["q"])
     assert await store.ack(NS, "q", job.job_id)
-    stream = await store.open_events(NS, ["q"], "0", idle_s=0.2)
-    found = []
-    async for item in stream:
-        if item is None:
-            break
-        if isinstance(item, Event):
-            found.append((item.kind, json.loads(item.data)["job_id"]))
+    found = [(event["kind"], event["job_id"]) for event in await events_kept(store, NS, "q")]
     assert found == [("reserved", old), ("completed", old)]

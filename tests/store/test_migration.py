@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -33,8 +32,6 @@ from lmstfy_py.store.pump import Pump
 from lmstfy_py.types import (
     DeadLetterHead,
     DueBuckets,
-    Event,
-    Gap,
     Job,
     NewJob,
     QueueSettings,
@@ -43,6 +40,7 @@ from lmstfy_py.types import (
 )
 from lmstfy_py.web import create_data_app
 from tests.conftest import client_for
+from tests.store.conftest import events_kept
 
 NS, Q = "ns", "q"
 
@@ -404,17 +402,8 @@ async def test_events_are_the_new_pools(migrating: MigrationEngine, old: Engine,
     await migrating.set_queue_settings(NS, Q, SettingsChange(None, 10))
     await old.publish(NS, Q, NewJob(b"old"))
     fresh = (await migrating.publish(NS, Q, NewJob(b"new"))).job_id
-    stream = await migrating.open_events(NS, [Q], "0", idle_s=0.2)
-    got = [item async for item in stream_until_idle(stream)]
-    assert [(json.loads(e.data)["kind"], json.loads(e.data)["job_id"]) for e in got] == [("published", fresh)]
-
-
-async def stream_until_idle(stream: AsyncIterator[Event | Gap | None]) -> AsyncIterator[Event]:
-    async for item in stream:
-        if item is None:
-            return
-        if isinstance(item, Event):
-            yield item
+    got = await events_kept(migrating, NS, Q)
+    assert [(e["kind"], e["job_id"]) for e in got] == [("published", fresh)]
 
 
 async def test_complete_and_result_act_where_the_job_lives(

@@ -459,6 +459,7 @@ local function create_job(j, q, ns, qname, id, new)
     local keep = new.keep
     if keep == '' then
         keep = settings_of(string.sub(j.settings, 4)).keep
+        new.keep = keep -- resolved once: hand_new_job reads it
     end
     -- All of the hash in one HSET, its state and tries too (push_ready's and push_delayed's, told
     -- `stated`): each call from a script costs Redis more than its command does.
@@ -470,14 +471,13 @@ local function create_job(j, q, ns, qname, id, new)
     field_if(fields, new.priority > 0, 'p', new.priority)
     field_if(fields, new.backoff ~= '', 'b', new.backoff)
     field_if(fields, new.unique_for > 0, 'u', new.unique_for)
-    local n = #fields
-    fields[n + 1] = 's'
-    fields[n + 3] = 't'
-    if new.reserved then -- as reserve_element writes it: its first attempt
-        fields[n + 2], fields[n + 4], fields[n + 5], fields[n + 6] = 'X', new.reserved, 'a', 1
-    else
-        fields[n + 2], fields[n + 4] = new.due > 0 and 'T' or 'R', new.tries
+    field_if(fields, new.reserved, 'a', 1) -- as reserve_element writes it: its first attempt
+    local state, tries = new.due > 0 and 'T' or 'R', new.tries
+    if new.reserved then
+        state, tries = 'X', new.reserved
     end
+    local n = #fields
+    fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 's', state, 't', tries
     redis.call('HSET', j.key, unpack(fields))
     local expires = set_ttl(j.key, id, new.ttl, keep, new.group)
     if new.unique_for > 0 and new.ttl > 0 then -- the id stays taken unique_for after the ttl ends it
@@ -537,12 +537,12 @@ local function reserve_element(r, qname, q, element)
     return true
 end
 
--- Whether a publish's new job may go to a waiting consume in its own step without being made
--- ready first (publish.lua): it is ready now and has no group, and its queue is not paused, has
--- no groups or limits, and holds no other ready job, so it is the job reserve_from_queue would
--- give first. Otherwise the publish makes it ready and reserves through reserve_from_queue.
+-- Whether a publish's new job, ready now (publish.lua asks for no other), may go to a waiting
+-- consume in its own step without being made ready first: it has no group, and its queue is not
+-- paused, has no groups or limits, and holds no other ready job, so it is the job
+-- reserve_from_queue would give first. Otherwise the publish makes it ready and reserves through reserve_from_queue.
 local function takes_new_job(q, new)
-    if new.group or new.due > 0 then
+    if new.group then
         return false
     end
     local m = redis.call('HMGET', q.meta, 'paused', 'gseq')
@@ -555,17 +555,13 @@ local function takes_new_job(q, new)
 end
 
 -- Reserves the job create_job just stored for the waiting consume (new.reserved: takes_new_job
--- said yes), as push_ready, a pop and reserve_element would have, with what the step knows: its
--- hash holds its state and first attempt already; its timer member at the ttr deadline, the
--- queue's count X, its seven answer fields in r.out. No other job is ready, so a wake token
--- would wake someone for nothing: it goes, as reserve_from_queue's would.
+-- said yes; new.keep as create_job resolved it), as push_ready, a pop and reserve_element would
+-- have, with what the step knows: its hash holds its state and first attempt already; its timer
+-- member at the ttr deadline, the queue's count X, its seven answer fields in r.out. No other job
+-- is ready, so a wake token would wake someone for nothing: it goes, as reserve_from_queue's would.
 local function hand_new_job(r, q, qname, id, new)
-    local keep = new.keep
-    if keep == '' then
-        keep = settings_of(string.sub(q.meta, 3)).keep
-    end
     local left = new.ttl > 0 and new.ttl or -1 -- ttl_left's answer: PTTL less the keep set_ttl adds
-    local deadline = reservation_end(tonumber(r.deadline), left, keep, nil, function()
+    local deadline = reservation_end(tonumber(r.deadline), left, new.keep, nil, function()
         return outcomes().now_ms()
     end)
     redis.call('ZADD', r.timer, deadline, pack_member(r.ns, qname, new.reserved, id, true))

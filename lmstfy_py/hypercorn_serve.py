@@ -15,7 +15,9 @@ closes race with a request arriving on the connection, and hypercorn loses such 
 
 And a request that is being served when the server stops gets its answer, then hypercorn closes
 the connection without saying `Connection: close` in the answer, so the client sends its next
-request into a closing socket.
+request into a closing socket. And its close after an answer (a refusal, an early answer) is
+immediate: a client still sending is reset, and the reset destroys the answer it had not read.
+Here such a close lingers (lingering.py) in the read loop, which drops what it reads meanwhile.
 
 `serve` is worker_serve's loop (listen, hand each connection to a TCPServer, stop gracefully)
 without lifespan events, which our apps do not use (server.py starts and stops the Runtime),
@@ -63,6 +65,7 @@ from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.typing import AppWrapper, ASGIFramework, LifespanState
 from hypercorn.utils import wrap_app
 
+from lmstfy_py.lingering import Linger, half_close
 from lmstfy_py.refusals import MAX_BODY, body_for
 from lmstfy_py.socket_queues import POLL_S, UNREAD_WAIT_S, accept_queued, unread_bytes
 
@@ -125,6 +128,8 @@ class _Connection(TCPServer):
         super().__init__(app, loop, config, context, state, reader, writer)
         self._serving = False  # from a request's head to the end of its answer
         self._closing = False  # set when an idle close is decided: nothing read after it is handled
+        self._reading = False  # the read loop runs: a close can linger in it
+        self._linger: Linger | None = None  # a close is lingering: what is read is dropped (lingering.py)
 
     async def protocol_send(self, event: Event) -> None:
         # h11 says "not idle" as soon as a request's head is parsed, before the app is started.
@@ -134,16 +139,34 @@ class _Connection(TCPServer):
 
     async def _read_data(self) -> None:
         _use_our_h11(self)
-        # TCPServer's loop, but bytes read once an idle close was decided are not handled.
+        # TCPServer's loop, but bytes read once an idle close was decided are not handled, nor those
+        # read while a close lingers.
+        self._reading = True
         while not self.reader.at_eof() and not self._closing:
             try:
                 data = await asyncio.wait_for(self.reader.read(MAX_RECV), self.config.read_timeout)
             except OSError:  # ConnectionError, TimeoutError and SSLError are OSErrors too
                 break
+            if self._linger is not None:
+                self._linger.read()
+                continue
             if self._closing:
                 break
             await self.protocol.handle(RawData(data))
+        self._reading = False
         await self.protocol.handle(Closed())
+
+    async def _close(self) -> None:
+        # A close while the client may still be sending lingers in the read loop; the idle close has
+        # made sure nothing came, and a close once the loop has ended has nothing left to read.
+        if self._reading and not self._closing and self._linger is None:
+            transport = self.writer.transport
+            if half_close(transport):
+                self._linger = Linger(transport, self.loop)
+                return
+        if self._linger is not None:
+            self._linger.cancel()
+        await super()._close()
 
     async def _idle_timeout(self) -> None:
         # Cancelled (by TCPServer.protocol_send) when a request's head arrives.

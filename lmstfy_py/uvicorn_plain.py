@@ -37,6 +37,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 from uvicorn.protocols.utils import get_local_addr, get_remote_addr, is_ssl
 from uvicorn.server import ServerState
 
+from lmstfy_py.lingering import LingeringTransport
 from lmstfy_py.refusals import HEAD_TOO_LARGE, MAX_HEAD_BYTES
 from lmstfy_py.socket_queues import UNREAD_WAIT_S
 from lmstfy_py.uvicorn_connection import CLOSE, IdleClose, answer_bytes, refusal_bytes
@@ -111,7 +112,8 @@ class PlainRequests(asyncio.Protocol, IdleClose):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.server_state.connections.add(self)  # type: ignore[arg-type]
-        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not asyncio's class
+        # uvloop's is not asyncio's class; every close of the connection lingers (lingering.py).
+        self.transport = transport = LingeringTransport(cast(asyncio.Transport, transport), self.loop)
         self._where = (get_local_addr(transport), get_remote_addr(transport), "https" if is_ssl(transport) else "http")
         if self._stopping:
             self.shutdown()

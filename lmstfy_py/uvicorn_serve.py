@@ -19,6 +19,9 @@ these ways, each changed here:
 - httptools buffers a request head of any size. Here a head over 16 KiB (h11's limit under
   hypercorn) is answered 431, and a head httptools cannot parse gets a JSON 400 instead of
   uvicorn's plain-text one; both close the connection.
+- Its closes after an answer (a refusal, an early answer, `Connection: close`) are immediate: a
+  client still sending is reset, and the reset destroys the answer it had not read. Here every
+  close of a connection lingers (lingering.py's transport, given to both protocols).
 - A chunk's size line announcing more than a body may hold makes uvicorn wait for the chunk's
   data (up to body_timeout, for a client that announces 2 GiB and then sends nothing). Here the
   body is refused 413 as soon as that line is parsed (`_follow_chunks`), as under hypercorn.
@@ -57,6 +60,7 @@ from uvicorn.server import ServerState
 
 from lmstfy_py import tasks
 from lmstfy_py.config import ServerConfig
+from lmstfy_py.lingering import LingeringTransport
 from lmstfy_py.listeners import BACKLOG
 from lmstfy_py.refusals import BAD_REQUEST, BODY_TOO_LARGE, HEAD_TOO_LARGE, MAX_BODY, MAX_HEAD_BYTES
 from lmstfy_py.socket_queues import UNREAD_WAIT_S, accept_queued
@@ -204,7 +208,8 @@ class _Connection(HotAnswers, IdleClose):
     # -- connection events ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        # Every close of the connection lingers, uvicorn's own included (lingering.py).
+        super().connection_made(LingeringTransport(transport, self.loop))
         if self._stopping:
             self.shutdown()
         else:

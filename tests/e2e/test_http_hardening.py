@@ -3,10 +3,11 @@ HTTP server `serve` offers.
 
 A client library would hide what is tested here (it follows redirects, reconnects, reads ahead,
 drops a `Connection` header): the body deadline (408), a refused body (413, on its
-Content-Length or on a chunk's size line) closing its connection without the server reading the
-rest, malformed requests and oversized heads refused by the HTTP server itself (JSON 400, 431),
-no redirect for any spelling of a path, the keep-alive idle timeout, and a SIGTERM, idle or under
-load, answering every request that had arrived.
+Content-Length or on a chunk's size line) closing its connection without the server handling the
+rest, the lingering close that lets a client still sending read its answer, malformed requests
+and oversized heads refused by the HTTP server itself (JSON 400, 431), no redirect for any
+spelling of a path, the keep-alive idle timeout, and a SIGTERM, idle or under load, answering
+every request that had arrived.
 """
 
 from __future__ import annotations
@@ -430,6 +431,48 @@ def test_a_request_head_over_16_kib_gets_a_json_431_and_its_connection_closed(
         assert (answer.status, answer.json()) == (431, {"error": "request head too large"})
         assert answer.headers["content-type"] == "application/json"
         assert answer.headers["connection"] == "close"
+        assert closed_by_server(sock, LATE_S)
+    assert publish_works(server, token)
+
+
+# -- a refusal while the client is still sending -------------------------------------------------
+
+
+SIZE = f"/api/{NS}/{QUEUE}/size"
+# Requests refused while their client is still sending, for a token: the port, the request's
+# beginning, a piece the client goes on sending, and the status.
+STILL_SENDING: dict[str, Callable[[str], tuple[str, bytes, bytes, int]]] = {
+    "a head over 16 KiB": lambda _: ("data", head("GET", SIZE, "X-Padding: ")[:-4], b"x" * 4096, 431),
+    "a head with too many headers": lambda _: ("admin", head("GET", "/version")[:-2], b"X-H: y\r\n" * 512, 431),
+    "a malformed head": lambda _: ("data", head("GET", SIZE, "Bad Header: y"), b"x" * 4096, 400),
+    "a chunk announcing 2 MiB": lambda token: (
+        "data",
+        head("PUT", f"/api/{NS}/{QUEUE}?token={token}", "Transfer-Encoding: chunked") + b"200000\r\n",
+        b"x" * 4096,
+        413,
+    ),
+    "a declared 100 MB body": lambda token: ("data", publish_head(token, 100_000_000), b"x" * 4096, 413),
+}
+
+
+@pytest.mark.parametrize("case", STILL_SENDING)
+def test_a_refused_client_that_goes_on_sending_gets_its_whole_answer_and_an_orderly_close(
+    server: Server, token: str, case: str
+) -> None:
+    """The server answers and then reads (and drops) what still comes, instead of closing at once: a
+    close with bytes unread, or bytes arriving after it, makes the kernel reset the connection,
+    and a reset destroys the answer the client had not read yet (RFC 9112, 9.6)."""
+    port_kind, start, piece, status = STILL_SENDING[case](token)
+    with socket.create_connection(("127.0.0.1", server.port if port_kind == "data" else server.admin_port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(start)
+        for _ in range(64):  # 0.3 s and more of sending, most of it after the answer was written
+            sock.sendall(piece)
+            time.sleep(0.005)
+        answer = read_answer(sock)
+        assert answer.status == status, answer
+        assert answer.headers["connection"] == "close"
+        sock.shutdown(socket.SHUT_WR)
         assert closed_by_server(sock, LATE_S)
     assert publish_works(server, token)
 

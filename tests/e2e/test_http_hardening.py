@@ -477,6 +477,30 @@ def test_a_refused_client_that_goes_on_sending_gets_its_whole_answer_and_an_orde
     assert publish_works(server, token)
 
 
+def reset_by_server(sock: socket.socket) -> bool:
+    """True if the server has closed `sock` for good: a byte sent now is answered with a reset."""
+    try:
+        sock.sendall(b"x")
+        time.sleep(0.1)  # the reset's way back
+        sock.sendall(b"x")
+        sock.settimeout(1.0)
+        sock.recv(1)
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    return False
+
+
+def test_a_refused_client_that_holds_its_connection_open_is_let_go_after_half_a_second(server: Server) -> None:
+    """The lingering close ends: a client that read its answer and then neither sends nor closes
+    does not hold the server's side of the connection (0.5 s of quiet, lingering.py)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(head("GET", SIZE, "X-Padding: " + "x" * MAX_HEAD)[:-4])
+        assert read_answer(sock).status == 431
+        assert sock.recv(1) == b""  # the FIN after the answer, at once
+        time.sleep(0.5 + LATE_S)
+        assert reset_by_server(sock)
+
+
 def test_a_request_head_under_16_kib_is_served(server: Server) -> None:
     padding = "x" * (MAX_HEAD - 1024)
     with socket.create_connection(("127.0.0.1", server.port)) as sock:

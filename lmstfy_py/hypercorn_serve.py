@@ -159,7 +159,9 @@ class _Connection(TCPServer):
     async def _close(self) -> None:
         # A close while the client may still be sending lingers in the read loop; the idle close has
         # made sure nothing came, and a close once the loop has ended has nothing left to read.
-        if self._reading and not self._closing and self._linger is None:
+        if self._reading and not self._closing:
+            if self._linger is not None:  # a close told twice: the first one's linger ends it
+                return
             transport = self.writer.transport
             if half_close(transport):
                 self._linger = Linger(transport, self.loop)

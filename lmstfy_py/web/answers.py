@@ -130,22 +130,18 @@ def released(result: Released) -> Response:
     return JSONResponse({"msg": "released", "due_ms": result.due_ms, "remain_tries": result.remain_tries})
 
 
+# GET .../stats shows these fields of QueueStats under their own names, in this order (SPEC 14).
+STATS_FIELDS = ("ready", "delayed", "reserved", "dead", "paused", "oldest_ready_ms")
+
+
 def stats_json(ns: str, queue: str, stats: QueueStats) -> dict[str, Any]:
+    due = stats.due
+    shown = {name: getattr(stats, name) for name in STATS_FIELDS}
     return {
         "namespace": ns,
         "queue": queue,
-        "ready": stats.ready,
-        "delayed": stats.delayed,
-        "reserved": stats.reserved,
-        "dead": stats.dead,
-        "paused": stats.paused,
-        "oldest_ready_ms": stats.oldest_ready_ms,
-        "due": {
-            "1m": stats.due.within_1m,
-            "1h": stats.due.within_1h,
-            "1d": stats.due.within_1d,
-            "later": stats.due.later,
-        },
+        **shown,
+        "due": {"1m": due.within_1m, "1h": due.within_1h, "1d": due.within_1d, "later": due.later},
     }
 
 

@@ -304,6 +304,10 @@ class EmbeddedRedis:
         """
         if self._lock is None or self.running:
             raise EmbeddedRedisError(f"the embedded Redis on {self.data_dir} is not waiting for a restart")
+        # Not made again: a Redis started on an empty directory would serve on as if no job had
+        # been lost. The operator decides (restore it, or start afresh).
+        if not self.data_dir.is_dir():
+            raise EmbeddedRedisError(f"its data directory {self.data_dir} was removed: the jobs it held are gone")
         self._proc = self._spawn_process()
         return self._proc
 

@@ -9,6 +9,7 @@ SIGTERM is a stop, never a death. And the `fsync` knob reaches the Redis.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -242,6 +243,21 @@ def test_a_redis_that_cannot_restart_stops_the_server_with_exit_1(
     assert len(logged(server, "ERROR", WATCHER)) == 1
     assert len(logged(server, "WARNING", WATCHER)) == 4  # attempts 1-4; the 5th is the reason above
     assert not [line for line in lines if "Traceback" in line]
+
+
+def test_a_data_dir_removed_under_a_running_server_stops_it_naming_the_directory(
+    make_lmstfy_server: Callable[[], Server],
+) -> None:
+    server = make_lmstfy_server().start()
+    killed = server.redis_pid
+    shutil.rmtree(server.data_dir)
+    os.kill(killed, signal.SIGKILL)
+    assert server.wait(timeout=15) == 1, server.stderr()
+    assert server.stderr().splitlines()[-1] == (
+        f"lmstfy-py: error: the embedded Redis (pid {killed}) killed by SIGKILL and 5 restarts in a row failed, "
+        f"the last: its data directory {server.data_dir} was removed: the jobs it held are gone"
+    )
+    assert not server.data_dir.exists()  # not made again, empty, as if nothing had been lost
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])

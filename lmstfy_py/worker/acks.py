@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from lmstfy_py.client import AsyncClient, Job, LmstfyError, Throttled, Unavailable
 from lmstfy_py.client.retry import backoff_delay
 from lmstfy_py.client.routes import ACK_BATCH
+from lmstfy_py.worker.pace import FETCHERS
 
 log = logging.getLogger("lmstfy_py.worker")
 
@@ -40,9 +41,9 @@ LINGER_S = 0.01
 # sends only what the consumes are not about to carry; still far below any ttr.
 CARRY_LINGER_S = 0.05
 # With `carry`, a queue's ids go at once by batch ACK only past this many: more than the worker's
-# six consumes in flight carry. Sending each 100 at once cost a busy worker one batch ACK per five
+# consumes in flight carry. Sending each 100 at once cost a busy worker one batch ACK per five
 # consumes (bench_worker.py, 50,000 jobs: 112 batch ACKs for 536 consumes).
-CARRY_FULL = 6 * ACK_BATCH
+CARRY_FULL = FETCHERS * ACK_BATCH
 
 
 class AckBatcher:

@@ -32,7 +32,7 @@ USAGE_ERROR = 2
     type=click.IntRange(min=0),
     help=(
         "Jobs held beyond the running ones, waiting for a slot.  [default: what the handlers finish"
-        " in two consume round trips, at least the concurrency, at most 600]"
+        " in two consume round trips, at least the concurrency, at most 1200]"
     ),
 )
 @click.option(

@@ -20,11 +20,17 @@ from __future__ import annotations
 
 import math
 
-# Room for six consumes of 100 (run.py's FETCHERS). With 128 jobs in flight, no-op handlers on a
-# 2-core machine ran at ~0.5x the batch clients' pace; with four consumes of 100, ~0.65x; with six,
-# each on its own connection, 0.73-0.77x (docs/PERFORMANCE.md, "The Python worker"); 0.83-0.90x
-# since the client's consumes run on httptools and the handlers in slots.
-MAX_AUTO_PREFETCH = 600
+# Consumes a worker keeps in flight at most (run.py's consume loops), each for up to `count` of the
+# free room and each on a connection of its own. Once the server and Redis are the busy part, they
+# set the pace: with fsync always, each turn of Redis's event loop ends in an fsync, and more
+# consumes in flight put more of them into each turn. Twelve against six: 3.3 turns per 1,000 jobs
+# against 5.5 and 1.06x the jobs per second (four alternated runs, 2026-11-28, docs/PERFORMANCE.md,
+# "Twelve consumes in flight"); each consume then takes about twice as long, which the buffer
+# covers. With 128 jobs in flight no-op handlers ran at ~0.5x the batch clients' pace, with six
+# consumes of 100 0.73-0.77x, 0.83-0.90x since the client's consumes run on httptools.
+FETCHERS = 12
+# Room for FETCHERS consumes of 100 (the server's largest): the cap of quick handlers' buffer.
+MAX_AUTO_PREFETCH = FETCHERS * 100
 ROUND_TRIPS = 2
 RATE_WINDOW_S = 0.1  # handler completions are counted over windows at least this long
 SMOOTHING = 0.3  # weight of a lower measure against what was known

@@ -1,6 +1,6 @@
 """One run of a Worker: its loops on one event loop, and the jobs in hand.
 
-- FETCHERS consume loops keep up to `concurrency + prefetch` jobs in hand (each consume at most
+- FETCHERS (pace.py) consume loops keep up to `concurrency + prefetch` jobs in hand (each consume at most
   `count`), long-polling `poll` seconds. A job starts its handler when a slot is free, else waits
   in the prefetch buffer: the next consume's round trip then overlaps the handlers' work instead
   of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
@@ -51,14 +51,6 @@ from lmstfy_py.worker.settle import STOPPED_REASON as STOPPED_REASON  # imported
 
 log = logging.getLogger("lmstfy_py.worker")
 
-# Consumes in flight at most, each for up to `count` of the free room and each on a connection of
-# its own (one client per consume loop): while some wait for the server's answer, the jobs of the
-# others run, and the server and Redis serve several requests per wake-up. Six did best when the
-# client was on httpcore (whose pool, shared, cost more per request the more loops used it), and
-# ten do no better on httptools: the server and Redis answering the consumes bound the pace then
-# (docs/PERFORMANCE.md, "The worker's consumes on httptools"). The half-consume rule keeps a small
-# buffer from being split into small consumes.
-FETCHERS = 6
 MIN_TOUCH_PERIOD_S = 0.05
 ACK_FLUSH_S = 10.0  # at a stop, how long ACKs that cannot be sent are retried
 

@@ -14,8 +14,9 @@ from lmstfy_py.client import AsyncClient, Job
 from lmstfy_py.tracing.propagation import in_job_context
 from lmstfy_py.worker.handlers import Handler, HandlerThreads, is_async
 from lmstfy_py.worker.metrics import NoMetrics, Recorder, WorkerMetrics
+from lmstfy_py.worker.pace import FETCHERS
 from lmstfy_py.worker.records import Settings, Tally
-from lmstfy_py.worker.run import FETCHERS, Run
+from lmstfy_py.worker.run import Run
 
 MAX_COUNT = 100  # the server's largest consume
 
@@ -30,7 +31,7 @@ class Worker:
     ones on the event loop. `prefetch` jobs more than `concurrency` may be held reserved, waiting
     for a slot (given back untried once they have waited half their ttr, and at a stop); by default
     the buffer follows the handlers' pace: what they finish in two consume round trips, at least the
-    concurrency, at most 600 (pace.py). `ttr` is the reservation of each job (touched while its
+    concurrency, at most 1200 (pace.py). `ttr` is the reservation of each job (touched while its
     handler runs); `count` caps a consume (default 100, the most the server gives; a consume asks
     for at most the free room); `grace` is what in-flight handlers get at a stop; `poll` the
     long-poll wait in seconds; `metrics_port` serves Prometheus metrics (metrics.py).

@@ -37,9 +37,9 @@ def test_quick_handlers_are_capped_and_slow_ones_keep_the_floor() -> None:
 
 
 def test_a_concurrency_above_the_cap_is_the_floor() -> None:
-    pace = Pace(1_000, now=0.0)
+    pace = Pace(MAX_AUTO_PREFETCH + 500, now=0.0)
     end = run_at(pace, 0.0, jobs_per_s=50_000, round_trip_s=0.02, seconds=1)
-    assert pace.prefetch(end) == 1_000
+    assert pace.prefetch(end) == MAX_AUTO_PREFETCH + 500
 
 
 def test_a_rise_is_taken_at_once_and_a_fall_is_smoothed() -> None:

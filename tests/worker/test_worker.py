@@ -21,7 +21,7 @@ import pytest
 from benchmarks.harness.lmstfy_servers import Server, create_token
 from lmstfy_py.client import Bury, Client, Job
 from lmstfy_py.worker import Worker
-from lmstfy_py.worker.pace import MAX_AUTO_PREFETCH
+from lmstfy_py.worker.pace import FETCHERS, MAX_AUTO_PREFETCH
 from lmstfy_py.worker.run import STOPPED_REASON
 from tests.fixtures.push_endpoints import served_in_thread
 from tests.worker.conftest import drained, reserved_and_ready, running, wait_until
@@ -358,12 +358,12 @@ def test_a_stop_waits_for_the_ack_round_in_flight(
     assert drained(client, "q")  # ACKed, none left reserved for its ttr
 
 
-def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
+def test_quick_handlers_keep_every_consume_loop_in_flight_each_on_its_own_connection(
     lmstfy_server: Server, namespace: str, token: str, client: Client
 ) -> None:
-    # What makes a busy worker fast: six consumes in flight, which the server and Redis serve
-    # several per wake-up, each on a connection (a client) of its own.
-    for _ in range(2_000 // 50):
+    # What makes a busy worker fast: FETCHERS (12) consumes in flight, which the server and Redis
+    # serve several per turn (one fsync for all), each on a connection (a client) of its own.
+    for _ in range(3_000 // 50):
         client.publish_many("q", ["x"] * 50)
     proxy = HoldingProxy(lmstfy_server, 0.5, b"GET")
 
@@ -371,10 +371,11 @@ def test_quick_handlers_keep_six_consumes_in_flight_each_on_its_own_connection(
         pass
 
     with served_in_thread(proxy.start, proxy.stop) as url:
-        worker = Worker(noop, url=url, token=token, namespace=namespace, queues="q", concurrency=4, prefetch=600)
+        prefetch = MAX_AUTO_PREFETCH  # room for every loop's consume of 100
+        worker = Worker(noop, url=url, token=token, namespace=namespace, queues="q", concurrency=4, prefetch=prefetch)
         with running(worker):
-            wait_until(lambda: worker.tally.processed >= 1_000, what="1,000 jobs handled", timeout=30)
-        assert (proxy.most_held, len(proxy.held_on)) == (6, 6)
+            wait_until(lambda: worker.tally.processed >= 1_500, what="1,500 jobs handled", timeout=30)
+        assert (proxy.most_held, len(proxy.held_on)) == (FETCHERS, FETCHERS)
 
 
 # -- prefetch ----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""How many jobs a worker holds beyond its running ones (its prefetch) when left to choose.
+"""How many jobs a worker holds beyond its running ones (its prefetch) when left to choose, and
+how many consumes it keeps in flight (FETCHERS), which bound that buffer (MAX_AUTO_PREFETCH).
 
 A fixed buffer is wrong for someone: the concurrency's worth starves quick handlers (they finish
 it long before the next consume comes back, and wait), while a large one lets slow handlers hoard

@@ -1,7 +1,7 @@
 """One run of a Worker: its loops on one event loop, and the jobs in hand.
 
-- FETCHERS (pace.py) consume loops keep up to `concurrency + prefetch` jobs in hand (each consume at most
-  `count`), long-polling `poll` seconds. A job starts its handler when a slot is free, else waits
+- FETCHERS (pace.py) consume loops keep up to `concurrency + prefetch` jobs in hand (each consume
+  at most `count`), long-polling `poll` seconds. A job starts its handler when a slot is free, else waits
   in the prefetch buffer: the next consume's round trip then overlaps the handlers' work instead
   of leaving slots idle. Without a fixed `prefetch` the buffer follows the handlers' pace
   (pace.py). While every slot has a job in hand, a fetcher waits until room for half a consume

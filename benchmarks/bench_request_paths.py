@@ -79,7 +79,7 @@ from lmstfy_py.web import create_data_app, params
 from lmstfy_py.web.answers import job_json
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot import HotRoutes
-from lmstfy_py.web.request_body import RequestBodyMiddleware
+from lmstfy_py.web.middleware import RequestBodyMiddleware, request_id
 
 PATHS = ("starlette", "app", "lean", "raw", "rawtask", "rawapp")
 BASE = "starlette"  # what every ratio is to: the data app alone, as served before web/hot.py
@@ -196,7 +196,7 @@ class Lean:
                     token_header = value.decode("latin-1")
             elif name == b"enable-job-version" and not versioned:
                 versioned = value.decode("latin-1").upper() == "YES"
-        rid = ids.request_id(incoming)
+        rid = request_id(incoming)
         ns, queue = request.parts[0], request.parts[1]
         logged = logs.current_request.set({"state": {"request_id": rid}, "path_params": {"ns": ns, "queue": queue}})
         try:

@@ -7,7 +7,7 @@ sys.setprofile: every
 lmstfy_py file with a frame in the request's own task (background loops left out), those entered
 before the step (FCALL) is written, and the files on the call stack when it is.
 
-    .venv/bin/python -m benchmarks.publish_path --redis-url redis://127.0.0.1:6379 [--plain]
+    .venv/bin/python -m benchmarks.publish_path --redis-url redis://127.0.0.1:6379 [--plain] [--delay S]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _stack(frame: FrameType | None) -> list[str]:
     return files[::-1]
 
 
-async def trace(redis_url: str, plain: bool) -> tuple[list[str], list[str], list[str]]:
+async def trace(redis_url: str, plain: bool, delay: int = 0) -> tuple[list[str], list[str], list[str]]:
     """(every file with a frame, those before the send, those on the stack at the send)."""
     runtime = await Runtime.start(Config(pools={"default": PoolConfig("default", url=redis_url)}))
     every: list[str] = []
@@ -56,7 +56,9 @@ async def trace(redis_url: str, plain: bool) -> tuple[list[str], list[str], list
         app = create_data_app(runtime)
         transport = httpx.ASGITransport(app=app if plain else HotRoutes(app))
         async with httpx.AsyncClient(transport=transport, base_url="http://trace") as client:
-            await client.put(f"/api/trace/q?token={token}", content=b"warm")  # caches filled, connection made
+            await client.put(
+                f"/api/trace/q?token={token}&delay={delay}", content=b"warm"
+            )  # caches filled, connection made
             task = asyncio.current_task()
 
             def profile(frame: FrameType, event: str, arg: Any) -> None:
@@ -71,7 +73,7 @@ async def trace(redis_url: str, plain: bool) -> tuple[list[str], list[str], list
 
             sys.setprofile(profile)
             try:
-                answer = await client.put(f"/api/trace/q?token={token}", content=b"traced")
+                answer = await client.put(f"/api/trace/q?token={token}&delay={delay}", content=b"traced")
             finally:
                 sys.setprofile(None)
             answer.raise_for_status()
@@ -84,8 +86,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--redis-url", required=True)
     parser.add_argument("--plain", action="store_true", help="the data app alone, without web/hot.py")
+    parser.add_argument("--delay", type=int, default=0, help="the traced job's delay, seconds")
     args = parser.parse_args()
-    every, before, at_send = asyncio.run(trace(args.redis_url, args.plain))
+    every, before, at_send = asyncio.run(trace(args.redis_url, args.plain, args.delay))
     print(f"{len(every)} files with a frame in the request's task: {', '.join(sorted(every))}")
     print(f"{len(before)} before the step is written: {', '.join(before)}")
     print(f"{len(at_send)} on the stack when it is: {' -> '.join(at_send)}")

@@ -9,7 +9,7 @@ docs/PERFORMANCE.md ("Whole requests answered by the connection").
 A client cannot tell the two ways apart: the bytes are those RequestResponseCycle.send writes
 (the Date header, the answer's headers in order, `Connection: close` when the request or a stop
 asks for it); an answer waits, as there, while the client leaves earlier ones unread; and an
-answer given before the handler took the body ends the connection, as web/request_body.py does
+answer given before the handler took the body ends the connection, as the body deadline does (web/middleware.py)
 for the ASGI way; tests/e2e/test_whole_requests.py holds the two ways to
 the same bytes. A request still waiting for its body, or asking `Expect: 100-continue`, and every
 other route, goes the ASGI way as uvicorn runs it. The answer still runs in a task of its own, as
@@ -30,7 +30,7 @@ from uvicorn.server import ServerState
 
 from lmstfy_py.uvicorn_connection import CLOSE, answer_bytes
 from lmstfy_py.web.hot import Answer, HotRoutes
-from lmstfy_py.web.request_body import has_body
+from lmstfy_py.web.middleware import has_body
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class HotAnswers(HttpToolsProtocol):
             return body
 
         async def write(answer: Answer) -> None:
-            if not taken and has_body(scope):  # request_body.py's rule
+            if not taken and has_body(scope):  # the body deadline's rule (web/middleware.py)
                 answer[1].append(CLOSE)
                 cycle.keep_alive = False
             # As RequestResponseCycle.send: a client not reading its answers holds the next ones

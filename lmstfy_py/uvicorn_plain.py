@@ -43,7 +43,7 @@ from lmstfy_py.socket_queues import UNREAD_WAIT_S
 from lmstfy_py.uvicorn_connection import CLOSE, IdleClose, answer_bytes, refusal_bytes
 from lmstfy_py.uvicorn_hot import ANSWER_500
 from lmstfy_py.web.hot import Answer, HotRoutes
-from lmstfy_py.web.request_body import has_body
+from lmstfy_py.web.middleware import has_body
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class PlainRequests(asyncio.Protocol, IdleClose):
 
         async def write(answer: Answer) -> None:
             nonlocal answered
-            if not taken and has_body(scope):  # request_body.py's rule, as uvicorn_hot.py
+            if not taken and has_body(scope):  # the body deadline's rule (web/middleware.py), as uvicorn_hot.py
                 answer[1].append(CLOSE)
                 self._keep_alive = False
             if self._write_paused and not self._lost:  # a client not reading its answers holds the next back

@@ -110,7 +110,9 @@ class LimitStore(PoolChecked):
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
-        self._table: dict[tuple[str, str, str], Limit] = {}
+        # (pool, namespace, token) -> its limit: the table in force, read by the throttle
+        # (web/hot_routes.Throttle) and take(); replaced whole by each refresh.
+        self.table: dict[tuple[str, str, str], Limit] = {}
         self._version: bytes | None = None
         self._loaded = False
         self._changes = 0  # this process's changes: a reload that overlapped one is not trusted
@@ -144,7 +146,7 @@ class LimitStore(PoolChecked):
         stored = await LIMIT_SET(self.redis, LimitKeys(keys.LIMITS, keys.LIMITS_VERSION), args)
         if stored:
             self._changes += 1
-            self._table[(pool, ns, token)] = limit
+            self.table[(pool, ns, token)] = limit
         return stored
 
     async def delete(self, pool: str, ns: str, token: str) -> bool:
@@ -168,7 +170,7 @@ class LimitStore(PoolChecked):
         if fields:
             self._changes += 1
             gone = set(fields)
-            self._table = {where: lim for where, lim in self._table.items() if keys.limit_field(*where) not in gone}
+            self.table = {where: lim for where, lim in self.table.items() if keys.limit_field(*where) not in gone}
         return deleted
 
     async def adopt_lmstfy(self) -> int:
@@ -188,15 +190,12 @@ class LimitStore(PoolChecked):
 
     # -- throttling (data plane) ------------------------------------------------------
 
-    def cached(self, pool: str, ns: str, token: str) -> Limit | None:
-        return self._table.get((pool, ns, token))
-
     async def take(self, pool: str, ns: str, token: str, action: str) -> Permit | None:
         """Takes a unit for one request; None if the token is not limited on that side.
 
         Raises Throttled (429) when the token's window has no unit left.
         """
-        limit = self._table.get((pool, ns, token))
+        limit = self.table.get((pool, ns, token))
         read = action == "consume"
         if limit is None or limit.per_window(read) == 0:
             return None
@@ -227,7 +226,7 @@ class LimitStore(PoolChecked):
         table = _parse_table(await self.redis.hgetall(keys.LIMITS))
         if changes != self._changes:
             return  # a change of ours landed meanwhile; the table read may predate it: read again next time
-        self._table, self._version, self._loaded = table, version, True
+        self.table, self._version, self._loaded = table, version, True
 
     async def start(self) -> None:
         """Loads the table (if Redis answers: a server may start while Redis is away) and keeps it fresh."""

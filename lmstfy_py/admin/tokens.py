@@ -14,7 +14,6 @@ and Redis connection.
 from __future__ import annotations
 
 import asyncio
-import enum
 import functools
 import secrets
 import time
@@ -43,20 +42,13 @@ DELETE_CHUNK = 1000  # tokens per delete script: Lua's unpack() has a stack limi
 TokenKey = tuple[str, str, str]  # pool, namespace, token
 
 
-class Unknown(enum.Enum):
-    """A token whose grant is not cached (TokenStore.cached_grant)."""
-
-    UNKNOWN = "unknown"
-
-
-UNKNOWN = Unknown.UNKNOWN
-
-
 class TokenStore(PoolChecked):
     def __init__(self, redis: Any, pools: Collection[str]) -> None:
         self.redis = redis
         self.pools = set(pools)
-        self._cache: dict[TokenKey, tuple[Grant | None, float]] = {}  # -> (grant, until when, monotonic)
+        # token key -> (grant, until when, monotonic). Read by grant() and, inline, by every data
+        # request (web/hot_routes.check_token); written here alone.
+        self.cache: dict[TokenKey, tuple[Grant | None, float]] = {}
         self._lookups: dict[Hashable, asyncio.Future[Grant | None]] = {}  # token key -> its lookup in flight
         # Bumped by every change this process makes: a lookup begun before it must not cache its answer.
         self._changes = 0
@@ -128,19 +120,11 @@ class TokenStore(PoolChecked):
 
     async def grant(self, pool: str, ns: str, token: str) -> Grant | None:
         """What the token may do; None for no such token."""
-        known = self.cached_grant(pool, ns, token)
-        if known is not UNKNOWN:
-            return known
         key = (pool, ns, token)
-        return await tasks.shared(self._lookups, key, functools.partial(self._look_up, key))
-
-    def cached_grant(self, pool: str, ns: str, token: str) -> Grant | Unknown | None:
-        """grant()'s answer while it is cached, else UNKNOWN: every data request asks, and the
-        coroutine of grant() cost it more than the lookup."""
-        cached = self._cache.get((pool, ns, token))
+        cached = self.cache.get(key)
         if cached is not None and cached[1] > time.monotonic():
             return cached[0]
-        return UNKNOWN
+        return await tasks.shared(self._lookups, key, functools.partial(self._look_up, key))
 
     async def _look_up(self, key: TokenKey) -> Grant | None:
         pool, ns, token = key
@@ -148,18 +132,18 @@ class TokenStore(PoolChecked):
         stored = await TOKEN_GRANT(self.redis, _keys(pool, ns), TokenArgs(token))
         found = None if stored is None else grants.decode(stored)
         if changes == self._changes:
-            if len(self._cache) > 100_000:  # bounds memory against clients spraying random tokens
-                self._cache.clear()
-            self._cache[key] = (found, started + CACHE_TTL_S)
+            if len(self.cache) > 100_000:  # bounds memory against clients spraying random tokens
+                self.cache.clear()
+            self.cache[key] = (found, started + CACHE_TTL_S)
         return found
 
     def _forget(self, pool: str, ns: str, token: str | None = None) -> None:
         """Drops the cached answers for one token, or (token None) for every token of the namespace."""
         self._changes += 1
         if token is not None:
-            self._cache.pop((pool, ns, token), None)
+            self.cache.pop((pool, ns, token), None)
         else:
-            self._cache = {key: value for key, value in self._cache.items() if key[:2] != (pool, ns)}
+            self.cache = {key: value for key, value in self.cache.items() if key[:2] != (pool, ns)}
 
 
 def _keys(pool: str, ns: str) -> TokenKeys:

@@ -27,7 +27,6 @@ from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 
-from lmstfy_py import ids
 from lmstfy_py.store import keys, replies
 from lmstfy_py.store.contracts import jobs as contract
 from lmstfy_py.store.engine_base import (
@@ -50,7 +49,7 @@ from lmstfy_py.store.engine_base import (
 )
 from lmstfy_py.store.events import EventOps
 from lmstfy_py.store.handover import Mailbox
-from lmstfy_py.store.jobdata import encode_data, stored_trace, trace_field
+from lmstfy_py.store.jobdata import encode_data, new_job_id, stored_trace, trace_field
 from lmstfy_py.store.layout import Layout
 from lmstfy_py.store.long_poll import long_poll
 from lmstfy_py.store.namespace_ops import NamespaceOps
@@ -98,8 +97,8 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
     async def publish_many(
         self, ns: str, queue: str, jobs: Sequence[NewJob], replaces: str | None = None
     ) -> list[Published]:
-        await self.register_namespace(ns)
-        now = now_ms()
+        await self._register(ns)
+        now = time.time_ns() // 1_000_000  # now_ms()'s sum, made here: every publish asks
         # This process's consumes waiting on the queue alone (store/handover.py), one per job
         # ready now, which its step hands the job to. A layout's consume looks at its lists first.
         handover = self.handover
@@ -153,6 +152,11 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
             await self.layout.acked(ns, queue, [replaces])
         return answers
 
+    async def _register(self, ns: str) -> None:
+        """register_namespace, its test made here: every publish asks, and mostly needs nothing."""
+        if self._registered.get(ns, 0.0) <= time.monotonic():
+            await self.register_namespace(ns)
+
     def _publish_calls(
         self, ns: str, queue: str, jobs: Sequence[NewJob], now: int, replaces: str | None, waiters: Sequence[Mailbox]
     ) -> tuple[list[str], list[ScriptCall], int, list[Mailbox | None]]:
@@ -169,7 +173,7 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         for job in jobs:
             # A delay already past (a due time the caller counted down before this call) is none.
             delay_ms = job.delay_ms if job.delay_ms > 0 else 0
-            job_id = job.job_id or ids.new_job_id(delay_ms // 1000, 0 if job.attributes is None else 1, now)
+            job_id = job.job_id or new_job_id(delay_ms // 1000, 0 if job.attributes is None else 1, now)
             job_ids.append(job_id)
             waiter = None if delay_ms or not waiters else next(handing, None)
             named.append(waiter)

@@ -216,6 +216,14 @@ class _SentinelPool(SentinelConnectionPool):
         await self.sentinel_manager.aclose()
 
 
+class Served(dict[str, "JobStore"]):
+    """Pool name -> the JobStore serving it; a name not served raises NotFound. A dict, so that a
+    data request's lookup (web/hot_routes.check_token) is one subscript."""
+
+    def __missing__(self, name: str) -> JobStore:
+        raise NotFound("pool not found")
+
+
 class Pools:
     """Pool name -> the JobStore serving it: its Engine; for a pool holding what lmstfy left
     (serve_lmstfy_layouts), its Engine with an LmstfyLayout; a MigrationEngine for a pool with migrate_to."""
@@ -225,15 +233,15 @@ class Pools:
         self._migrate_to = dict(migrate_to or {})
         self.lmstfy_layouts: dict[str, LmstfyLayout] = {}
         self.lmstfy_unsure: set[str] = set()  # "auto" pools whose Redis could not be asked at start
-        self._served: dict[str, JobStore] = {}
+        self.served = Served()
         self._compose()
 
     def _compose(self) -> None:
         layouts = {name: self._engines[name].with_layout(layout) for name, layout in self.lmstfy_layouts.items()}
         sources = {**self._engines, **layouts}
-        self._served = dict(sources)
+        self.served = Served(sources)
         for old, new in self._migrate_to.items():
-            self._served[old] = MigrationEngine(sources[old], self._engines[new])
+            self.served[old] = MigrationEngine(sources[old], self._engines[new])
 
     async def serve_lmstfy_layouts(self, configs: Mapping[str, PoolConfig]) -> list[LmstfyLayout]:
         """Serves what lmstfy left in a pool's Redis, in place: pools of format "lmstfy", and of
@@ -278,10 +286,7 @@ class Pools:
 
     def get(self, name: str) -> JobStore:
         """The JobStore serving pool `name`."""
-        served = self._served.get(name)
-        if served is None:
-            raise NotFound("pool not found")
-        return served
+        return self.served[name]
 
     def own(self, name: str) -> Engine:
         """Pool `name`'s own Engine, migrating or not (its Redis holds what the admin pool keeps)."""

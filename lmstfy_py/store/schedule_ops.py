@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from lmstfy_py import ids
 from lmstfy_py.errors import NotFound
 from lmstfy_py.schedules import Schedule, ScheduleState, TooManySchedules, unpacked
 from lmstfy_py.store import keys
@@ -25,7 +24,7 @@ from lmstfy_py.store.contracts.upkeep import (
     ScheduleKeys,
     SchedulePutArgs,
 )
-from lmstfy_py.store.jobdata import encode_data
+from lmstfy_py.store.jobdata import encode_data, new_job_id
 from lmstfy_py.types import NewJob
 
 if TYPE_CHECKING:
@@ -147,7 +146,7 @@ async def _fire(engine: EngineBase, ns: str, field: str, packed: bytes, tick_ms:
     on_time = now_ms - tick_ms <= schedule.grace_ms(tick_ms)
     next_ms = schedule.following(tick_ms, tick_ms if on_time else now_ms)
     publish = on_time or schedule.catchup == "one"
-    job_id = ids.new_job_id(0, 0, now_ms)
+    job_id = new_job_id(0, 0, now_ms)
     call_keys = ScheduleFireKeys(
         keys.schedules(ns),
         keys.schedule_ticks(ns),

@@ -10,31 +10,33 @@ its "group" the query's. `data` is kept as the exact JSON text of its value, as 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from starlette.datastructures import Headers
 
 from lmstfy_py import ids
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.types import NewJob, TraceContext
-from lmstfy_py.web import params, trace_params
+from lmstfy_py.web import params
 
 NOT_AN_ARRAY = "request body should be an array of objects"
 BAD_JOB = 'each of "jobs" should be an object with "data"'
 _JOB_FIELDS = frozenset(("data", "traceparent", "tracestate", "group"))
+JSON_SPACE = " \t\n\r"
 
 
 def bulk_jobs(raw: bytes, options: params.PublishOptions, headers: Headers) -> list[NewJob]:
     """The bulk's jobs, one per element, named by the query's job_id list when it has one."""
-    text = raw.decode("utf-8", "surrogateescape")  # as params.bulk_bodies: bytes that are not UTF-8 kept
-    entries = _object_form(text) if text.lstrip(params.JSON_SPACE).startswith("{") else None
+    text = raw.decode("utf-8", "surrogateescape")  # as bulk_bodies: bytes that are not UTF-8 kept
+    entries = _object_form(text) if text.lstrip(JSON_SPACE).startswith("{") else None
     count = len(entries) if entries is not None else 0
-    bodies = params.bulk_bodies(raw) if entries is None else []
+    bodies = bulk_bodies(raw) if entries is None else []
     count = count or len(bodies)
     if options.job_ids and len(options.job_ids) != count:
         raise InvalidParameter("job_id should name one id per job of the bulk")
-    attributes, trace = params.attributes(headers), trace_params.from_headers(headers)
+    attributes, trace = params.attributes(headers), params.trace_from_headers(headers)
     chosen = options.job_ids or (None,) * count
     if entries is None:
         return [options.job(body, attributes, job_id, trace) for body, job_id in zip(bodies, chosen, strict=True)]
@@ -43,18 +45,27 @@ def bulk_jobs(raw: bytes, options: params.PublishOptions, headers: Headers) -> l
 
 def _object_form(text: str) -> list[dict[str, str]]:
     """The members of each of "jobs", as raw JSON texts."""
-    try:
+
+    def jobs() -> str:
         top = _members(text)
         if set(top) != {"jobs"}:
             raise ValueError("not the object form")
-        elements = params.split_json_array(top["jobs"])
+        return top["jobs"]
+
+    return [_entry(element) for element in _elements(jobs)]
+
+
+def _elements(array: Callable[[], str]) -> list[str]:
+    """The elements of the JSON array `array()` answers, one per job: 1 to MAX_BULK_JOBS of them."""
+    try:
+        elements = split_json_array(array())
     except (ValueError, RecursionError) as exc:
         raise InvalidParameter(NOT_AN_ARRAY) from exc
     if not elements:
         raise InvalidParameter("no jobs")
     if len(elements) > params.MAX_BULK_JOBS:
         raise InvalidParameter("too many jobs")
-    return [_entry(element) for element in elements]
+    return elements
 
 
 def _entry(element: str) -> dict[str, str]:
@@ -91,10 +102,10 @@ def _trace(entry: dict[str, str], headers: Headers) -> TraceContext | None:
     which belongs to another trace (W3C carries the two as a pair)."""
     traceparent, tracestate = _text(entry, "traceparent"), _text(entry, "tracestate")
     if traceparent is not None:
-        return trace_params.trace_context(traceparent, tracestate)
+        return params.trace_context(traceparent, tracestate)
     if tracestate is None:
-        return trace_params.from_headers(headers)
-    return trace_params.trace_context(headers.get("traceparent"), tracestate)
+        return params.trace_from_headers(headers)
+    return params.trace_context(headers.get("traceparent"), tracestate)
 
 
 def _text(entry: dict[str, str], name: str) -> str | None:
@@ -108,30 +119,71 @@ def _text(entry: dict[str, str], name: str) -> str | None:
 
 def _members(text: str) -> dict[str, str]:
     """A JSON object's members, each value as its exact text; ValueError unless `text` is one object."""
-    at = params.skip_space(text, 0)
-    if not text.startswith("{", at):
-        raise ValueError("not an object")
     members: dict[str, str] = {}
-    at = params.skip_space(text, at + 1)
-    if text.startswith("}", at):
-        return _end_of_object(text, at, members)
-    while True:
-        name, at = params.DECODER.raw_decode(text, at)
-        at = params.skip_space(text, at)
+
+    def member(at: int) -> int:
+        name, at = DECODER.raw_decode(text, at)
+        at = skip_space(text, at)
         if not isinstance(name, str) or not text.startswith(":", at):
             raise ValueError("expected a name and ':'")
-        start = params.skip_space(text, at + 1)
-        _, end = params.DECODER.raw_decode(text, start)
+        start = skip_space(text, at + 1)
+        _, end = DECODER.raw_decode(text, start)
         members[name] = text[start:end]
-        at = params.skip_space(text, end)
-        if text.startswith("}", at):
-            return _end_of_object(text, at, members)
-        if not text.startswith(",", at):
-            raise ValueError("expected ',' or '}'")
-        at = params.skip_space(text, at + 1)
+        return end
 
-
-def _end_of_object(text: str, at: int, members: dict[str, str]) -> dict[str, str]:
-    if params.skip_space(text, at + 1) != len(text):
-        raise ValueError("data after the object")
+    _walk(text, "{", "}", member)
     return members
+
+
+def bulk_bodies(raw: bytes) -> list[bytes]:
+    """Each element's exact JSON text (as Go's []json.RawMessage keeps it), one per job."""
+    # surrogateescape round-trips bytes that are not UTF-8, as Go keeps them inside strings.
+    elements = _elements(lambda: raw.decode("utf-8", "surrogateescape"))
+    return [element.encode("utf-8", "surrogateescape") for element in elements]
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in JSON_SPACE:
+        at += 1
+    return at
+
+
+def split_json_array(text: str) -> list[str]:
+    """Each element's exact text; ValueError unless `text` is one array (or null: none)."""
+    if text.strip(JSON_SPACE) == "null":  # Go decodes null into an empty slice
+        return []
+    elements: list[str] = []
+
+    def element(at: int) -> int:
+        _, end = DECODER.raw_decode(text, at)
+        elements.append(text[at:end])
+        return end
+
+    _walk(text, "[", "]", element)
+    return elements
+
+
+def _walk(text: str, opening: str, closing: str, entry: Callable[[int], int]) -> None:
+    """Reads `text` as one JSON array or object (by its brackets) and nothing after it: `entry`
+    reads each of its entries from where it starts and answers where it ends."""
+    at = skip_space(text, 0)
+    if not text.startswith(opening, at):
+        raise ValueError(f"expected {opening!r}")
+    at = skip_space(text, at + 1)
+    if not text.startswith(closing, at):
+        while True:
+            at = skip_space(text, entry(at))
+            if text.startswith(closing, at):
+                break
+            if not text.startswith(",", at):
+                raise ValueError(f"expected ',' or {closing!r}")
+            at = skip_space(text, at + 1)
+    if skip_space(text, at + 1) != len(text):
+        raise ValueError("data after the JSON value")

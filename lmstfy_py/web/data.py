@@ -2,10 +2,10 @@
 
 Every route checks, in lmstfy's order: the names, the pool (from the token's "pool:"
 prefix), then the token itself (except the two size routes, which are public); see
-web/target.py. Then it parses its parameters, makes one store call and shapes the answer
-(web/answers.py); errors are raised and rendered by errors.py. The four hot routes (publish,
-consume, ACK, batch ACK) do their work in web/hot_routes.py, which web/hot.py's dispatcher runs
-too when `lmstfy-py serve` serves this app.
+web/hot_routes.py (web/target.py for a Request). Then it parses its parameters, makes one
+store call and shapes the answer (web/answers.py); errors are raised and rendered by
+errors.py. The four hot routes (publish, consume, ACK, batch ACK) do their work in
+web/hot_routes.py, which web/hot.py's dispatcher runs too when `lmstfy-py serve` serves this app.
 
 A route pattern matches one number of path segments, so a queue literally named "peek" or
 "size" is still published to and consumed from at /api/{ns}/peek, while /api/{ns}/{q}/peek
@@ -29,17 +29,17 @@ from lmstfy_py.web import (
     outcomes,
     params,
     schedules,
-    trace_params,
 )
 from lmstfy_py.web.answers import JSON, consumed_body, job_json, no_content, published, published_many
+from lmstfy_py.web.hot_routes import PUBLIC, Target
 from lmstfy_py.web.middleware import build_app, route
-from lmstfy_py.web.target import PUBLIC, Target, defaults_of, job_id_of, target_of, throttle
+from lmstfy_py.web.target import call_of, defaults_of, job_id_of, target_of, throttle
 
 # -- publish -----------------------------------------------------------------------
 
 
 async def publish(request: Request) -> Response:
-    return published(await hot_routes.publish(hot_routes.call_of(request)))
+    return published(await hot_routes.publish(call_of(request)))
 
 
 async def publish_bulk(request: Request) -> Response:
@@ -60,7 +60,7 @@ async def republish(request: Request) -> Response:
     old_id = job_id_of(request)
     options = params.publish_options(request.query_params, defaults_of(request))
     body, headers = await params.read_body(request), request.headers
-    job = options.job(body, params.attributes(headers), hot_routes.one_id(options), trace_params.from_headers(headers))
+    job = options.job(body, params.attributes(headers), hot_routes.one_id(options), params.trace_from_headers(headers))
     return published(await target.store.publish(target.ns, target.queue, job, replaces=old_id))
 
 
@@ -72,17 +72,17 @@ async def consume(request: Request) -> Response:
     event stream (web/events.py)."""
     if events.is_merged_stream(request.path_params["queue"], request.scope["query_string"]):
         return await events.namespace_events(request)
-    jobs, count = await hot_routes.consume(hot_routes.call_of(request))
+    jobs, count = await hot_routes.consume(call_of(request))
     return Response(consumed_body(jobs, count), media_type=JSON)  # JSONResponse's bytes and headers
 
 
 async def ack(request: Request) -> Response:
-    await hot_routes.ack(hot_routes.call_of(request))
+    await hot_routes.ack(call_of(request))
     return no_content()  # whether or not the job still existed, as lmstfy
 
 
 async def ack_many(request: Request) -> Response:
-    await hot_routes.ack_many(hot_routes.call_of(request))
+    await hot_routes.ack_many(call_of(request))
     return no_content()  # as the single ACK, whether or not the jobs still existed
 
 

@@ -12,9 +12,9 @@ run too: the checks, parameters, store call and errors are one code, and the ans
 web/answers.py's. What it skips is Starlette's per-request objects (Request, QueryParams,
 Response) and what the app's stack does around a handler, done here in one frame:
 RequestMiddleware's request id, error rendering, metrics and access log (the same functions:
-ids.py's `request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
+`request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
 regex matching, the endpoint wrapper, the response's own ASGI call and the `send` wrappers. The
-body deadline is RequestBodyMiddleware's, as in the app. Measured in docs/PERFORMANCE.md
+body deadline is RequestBodyMiddleware's, as in the app (both in web/middleware.py). Measured in docs/PERFORMANCE.md
 (issue 27).
 """
 
@@ -28,13 +28,12 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from lmstfy_py import ids, logs
+from lmstfy_py import logs
 from lmstfy_py.runtime import Runtime
 from lmstfy_py.web import answers, data, events, hot_routes, params
 from lmstfy_py.web.errors import as_lmstfy_error, render
 from lmstfy_py.web.hot_routes import Call, FirstHeaders, shared_query
-from lmstfy_py.web.middleware import request_done
-from lmstfy_py.web.request_body import RequestBodyMiddleware
+from lmstfy_py.web.middleware import RequestBodyMiddleware, request_done, request_id
 
 _PREFIX = "/api/"
 _REQUEST_ID = b"x-request-id"  # ASGI servers hand header names lower-cased
@@ -111,7 +110,7 @@ class HotRoutes:
         """RequestMiddleware's work and the route's call, in one frame; `write` sends the answer (an
         ASGI send, or uvicorn_serve.py's write of a whole answer to its connection)."""
         started = time.perf_counter()
-        rid = ids.request_id(_first_header(scope, _REQUEST_ID))
+        rid = request_id(_first_header(scope, _REQUEST_ID))
         scope.setdefault("state", {})["request_id"] = rid
         logged_request = logs.current_request.set(scope)
         log_it = self.runtime.access_log_switch.on  # accesslog.enabled's answer, without its lookups

@@ -1,4 +1,11 @@
-"""The four hot data routes' work, written once for both ways a request reaches it.
+"""The data routes' shared work on plain values, and the four hot routes' whole work.
+
+Every data route checks, in lmstfy's order: the names, the pool (from the token's "pool:" prefix),
+then the token itself (except the public size routes), and then (SPEC 15) whether the token's
+grant covers the route's scope and queue: before any parameter is read or throttle unit taken.
+Each route names its scope (admin/grants.py's bits; PUBLIC for the size routes). `check_token`
+makes those checks and answers a `Target`; `Throttle` takes a unit of the token's limit around
+the engine call. web/target.py applies them to a Starlette Request for the other routes.
 
 Publish, consume, ACK and batch ACK are answered by data.py's handlers when the data app routes
 a request (tests, embedding callers) and by hot.py's dispatcher when `lmstfy-py serve` does;
@@ -10,22 +17,24 @@ objects: that is most of what the dispatcher saves (docs/PERFORMANCE.md, issue 2
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, TypeVar, cast
+from types import TracebackType
+from typing import Any, Literal, TypeVar, cast
 from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers, QueryParams
-from starlette.requests import Request
 
+from lmstfy_py import ids
 from lmstfy_py.admin.grants import CONSUME, PUBLISH
+from lmstfy_py.admin.limits import LimitStore, Permit
 from lmstfy_py.config import Defaults
-from lmstfy_py.errors import InvalidParameter, NoJobAvailable
+from lmstfy_py.errors import InvalidParameter, NoJobAvailable, OutOfScope, Unauthorized
 from lmstfy_py.runtime import Runtime
+from lmstfy_py.store.jobstore import JobStore
 from lmstfy_py.types import Job, Published
-from lmstfy_py.web import ack_params, params, trace_params
-from lmstfy_py.web.target import Target, Throttle, check_token, checked_job_id, runtime_of
+from lmstfy_py.web import ack_params, instrument, params
 
 T = TypeVar("T")
 
@@ -117,15 +126,86 @@ class Call:
         return self.headers.get("x-token") or params._first(self.query, "token") or ""
 
 
-def call_of(request: Request) -> Call:
-    """The Call of a request the data app routed."""
-    path = request.path_params
-    scope = request.scope
-    state: dict[str, Any] = scope.setdefault("state", {})
-    query = shared_query(scope["query_string"])
-    read_body = partial(params.read_body, request)
-    job_id = path.get("job_id", "")
-    return Call(runtime_of(request), state, path["ns"], path["queue"], query, request.headers, read_body, job_id)
+# -- what every data route checks before its engine call (web/target.py: the same for a Request) --
+
+Action = Literal["produce", "consume"]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What an /api request is about, once its names, pool and token are checked."""
+
+    store: JobStore
+    pool: str
+    ns: str
+    queue: str
+    token: str
+
+
+# A route's scope: admin/grants.py's bits (several: all needed), or PUBLIC for a route without a token.
+Scope = int | None
+PUBLIC: Scope = None
+
+
+async def check_token(
+    runtime: Runtime, state: dict[str, Any], ns: str, queue: str, raw_token: str, scope: Scope
+) -> Target:
+    """The pool of `raw_token` ("[pool:]token") and, unless the route is PUBLIC, the token itself and
+    whether its grant covers `scope` on `queue` ("q1,q2": on each).
+
+    `state` is the request's ASGI state: it gets the pool and, once the token is checked, the
+    namespace, the labels of the metrics and the fields of the logs (web/instrument.py, logs.py).
+    """
+    pool, token = params.split_token(raw_token)
+    store = runtime.pools.served[pool]  # a pool not served raises NotFound (store/pools.py)
+    state["pool"] = pool  # the metrics' pool label (web/instrument.py), without parsing again
+    # -sv (development only): lmstfy's dev mode takes any request, valid token or none.
+    if scope is not None and not runtime.config.server.skip_token_check:
+        if not token:
+            raise Unauthorized("token not found")
+        # TokenStore.grant's cache read inline: every data request makes it, and the call cost more.
+        cached = runtime.tokens.cache.get((pool, ns, token))
+        grant = cached[0] if cached and cached[1] > time.monotonic() else await runtime.tokens.grant(pool, ns, token)
+        if grant is None:
+            raise Unauthorized("invalid token")
+        state[instrument.LABELLED_NAMESPACE] = ns
+        # One attribute for lmstfy's tokens and every other without scopes: the hot routes' whole cost.
+        if not grant.unrestricted and not grant.allows(scope, queue):
+            raise OutOfScope()
+    return Target(store, pool, ns, queue, token)
+
+
+def checked_job_id(job_id: str) -> str:
+    if not ids.is_acceptable(job_id):
+        raise InvalidParameter("invalid job id")
+    return job_id
+
+
+class Throttle:
+    """Takes a unit of the token's limit around the engine call of a publish, bulk publish or consume.
+
+    Entered after every check, so a request that fails them never counts against a limit; one
+    whose engine call fails (an error, or no job to consume) gives its unit back, as lmstfy's.
+    Over the limit: 429. A token without a limit costs no Redis call here. A class rather than an
+    asynccontextmanager: its generator cost every publish and consume a few µs.
+    """
+
+    __slots__ = ("action", "limits", "permit", "target")
+
+    def __init__(self, limits: LimitStore, target: Target, action: Action) -> None:
+        self.limits, self.target, self.action = limits, target, action
+        self.permit: Permit | None = None
+
+    async def __aenter__(self) -> None:
+        target = self.target
+        if (target.pool, target.ns, target.token) in self.limits.table:  # else no coroutine of take()
+            self.permit = await self.limits.take(target.pool, target.ns, target.token, self.action)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if kind is not None and self.permit is not None:
+            await self.limits.give_back(self.permit)
 
 
 # Names that passed the checks (a pure function of the strings), so a client's next request with
@@ -174,7 +254,7 @@ def one_id(options: params.PublishOptions) -> str | None:
 async def publish(call: Call) -> Published:
     target = await _target(call, PUBLISH)
     options = options_of(call.query, params.publish_options, call.runtime.config.defaults)
-    trace = trace_params.from_headers(call.headers)
+    trace = params.trace_from_headers(call.headers)
     job = options.job(await call.read_body(), params.attributes(call.headers), one_id(options), trace)
     async with Throttle(call.runtime.limits, target, "produce"):
         return await target.store.publish(target.ns, target.queue, job)

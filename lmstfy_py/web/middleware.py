@@ -1,16 +1,21 @@
 """The stack both apps share: pure ASGI middleware (never BaseHTTPMiddleware, which breaks
-contextvars and long-polls), the error handling of errors.py, and one-method routes.
+contextvars and long-polls), the error handling of errors.py, the request id, the body deadline,
+and one-method routes.
 
 Every layer between hypercorn and a handler costs every request a call and often a wrapped
 `send`, so the stack is Starlette's parts without its extras: `RequestMiddleware` (it answers
 every exception, which makes Starlette's ServerErrorMiddleware and ExceptionMiddleware
-redundant) inside only the body deadline of request_body.py (which requests without a body
+redundant) inside only the body deadline (RequestBodyMiddleware, below; requests without a body
 skip), a router that tries only the routes of the request's method, and endpoints called
 without Starlette's per-request exception wrapper.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import random
+import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,11 +30,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lmstfy_py import ids, logs
+from lmstfy_py import logs
 from lmstfy_py.config import ServerConfig
+from lmstfy_py.errors import BodyTimeout
 from lmstfy_py.web import accesslog, instrument
 from lmstfy_py.web.errors import as_lmstfy_error, render
-from lmstfy_py.web.request_body import RequestBodyMiddleware
 
 if TYPE_CHECKING:
     from lmstfy_py.runtime import Runtime
@@ -55,7 +60,7 @@ class RequestMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        rid = ids.request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
+        rid = request_id(Headers(scope=scope).get(REQUEST_ID_HEADER))
         scope.setdefault("state", {})["request_id"] = rid
         # What every log line written meanwhile names (req_id, pool, namespace, queue: logs.py).
         logged_request = logs.current_request.set(scope)
@@ -133,7 +138,7 @@ def build_app(
 ) -> Starlette:
     """An app with the stack both ports share; the runtime lives on app.state, not in a global.
 
-    Outermost is the request body's deadline (request_body.py), then RequestMiddleware.
+    Outermost is the request body's deadline (RequestBodyMiddleware), then RequestMiddleware.
     `inner` middleware runs inside the shared stack, so its errors are rendered and its
     answers carry a request id, are logged and are counted.
     """
@@ -168,3 +173,156 @@ def _endpoint_app(endpoint: Endpoint) -> ASGIApp:
         await response(scope, receive, send)
 
     return app
+
+
+# -- the request id ----------------------------------------------------------------
+
+# Request ids' random bits: a fast generator of our own, so that an application embedding the
+# server and seeding `random` for itself cannot make every replica repeat the same ids; seeded
+# afresh in every forked worker, as `random`'s own is. Every answer shows 128 of its bits, and a
+# few hundred answers give its state away: job ids do not use it (store/jobdata.py).
+_random = random.Random()
+os.register_at_fork(after_in_child=_random.seed)
+_random_bits = _random.getrandbits
+# A caller's X-Request-ID is echoed back only if it cannot garble a log line or a header.
+_SANE_REQUEST_ID = re.compile(r"[-A-Za-z0-9_.:+/=]{1,128}")
+
+
+def request_id(incoming: str | None) -> str:
+    """A request's id: the caller's, if sane, else 128 random bits in hex, like a uuid4 without its
+    read of os.urandom per request (its generator is seeded afresh in every forked worker)."""
+    if incoming is not None and _SANE_REQUEST_ID.fullmatch(incoming):
+        return incoming
+    return f"{_random_bits(128):032x}"
+
+
+# -- the body deadline -------------------------------------------------------------
+
+# How long a request's body may take, and what an answer given before the body ended does to the connection.
+#
+# hypercorn's `read_timeout` bounds each read, so a client sending one byte a second is never cut
+# off. `RequestBodyMiddleware` bounds the whole body instead: a request still waiting for its body
+# `body_timeout` seconds after its head arrived gets `BodyTimeout` (408) from that wait.
+#
+# An answer that starts before the app has received the whole body (that 408, a 413, or an error
+# raised before the handler read the body) ends the connection: the server does not read what is
+# left of the body (up to 100 MB of a refused upload), so the connection cannot carry another
+# request, and the answer says `Connection: close` so that the client does not try.
+
+# How often the waiting bodies are checked: a deadline is enforced at most this late.
+SWEEP_S = 0.25
+
+
+class RequestBodyMiddleware:
+    """Outermost, so that it sees every answer, errors rendered by RequestMiddleware included.
+
+    Requests without a body pass straight through, at the cost of a look at their headers. The
+    deadlines share one timer, a sweep a few times a second while any body is awaited: a timer
+    per request (asyncio.timeout) cost a publish ~10 µs more.
+    """
+
+    def __init__(self, app: ASGIApp, timeout: float) -> None:
+        self.app = app
+        self.timeout = timeout
+        self._pending: set[_Body] = set()  # bodies not yet received whole
+        self._sweep_timer: asyncio.TimerHandle | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        body = _Body(receive, send, loop.time() + self.timeout, self._pending)
+        self._pending.add(body)
+        if self._sweep_timer is None:
+            self._sweep_timer = loop.call_later(SWEEP_S, self._sweep, loop)
+        try:
+            await self.app(scope, body.receive, body.send)
+        finally:
+            self._pending.discard(body)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = loop.time()
+        for body in self._pending:
+            if now >= body.deadline:
+                body.expire()
+        self._sweep_timer = loop.call_later(SWEEP_S, self._sweep, loop) if self._pending else None
+
+
+def has_body(scope: Scope) -> bool:
+    name: bytes
+    value: bytes
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return value.strip().lstrip(b"0") != b""
+        if name == b"transfer-encoding":
+            return True
+    return False
+
+
+class _Body:
+    """One request's body on its way in, and its answer on its way out."""
+
+    __slots__ = ("_closing", "_expired", "_pending", "_receive", "_send", "_waiting", "deadline")
+
+    def __init__(self, receive: Receive, send: Send, deadline: float, pending: set[_Body]) -> None:
+        self._receive = receive
+        self._send = send
+        self.deadline = deadline
+        self._pending = pending  # holds this body until the app has had its last message
+        self._waiting: asyncio.Task[object] | None = None  # the app's task, while it waits for the body
+        self._expired = False  # the sweep cancelled that wait
+        self._closing = False  # the answer ends the connection
+
+    def expire(self) -> None:
+        """Past the deadline: the app's wait for the body, if it is waiting, ends in BodyTimeout.
+
+        An app not waiting now is left alone: the body may be whole by the time it asks.
+        """
+        if self._waiting is not None and not self._expired:
+            self._expired = True
+            self._waiting.cancel()
+
+    async def receive(self) -> Message:
+        if self not in self._pending:
+            return await self._receive()
+        task = asyncio.current_task()
+        assert task is not None
+        cancelling = task.cancelling()
+        self._waiting = task
+        try:
+            message = await self._receive()
+        except asyncio.CancelledError:
+            # Ours, unless the task is being cancelled for another reason as well.
+            if self._expired and task.uncancel() <= cancelling:
+                raise BodyTimeout("body not received in time") from None
+            raise
+        finally:
+            self._waiting = None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            self._pending.discard(self)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and self in self._pending:
+            self._closing = True
+            MutableHeaders(scope=message)["connection"] = "close"  # h11 then ends the connection after it
+        if self._closing and message["type"] == "http.response.body" and not message.get("more_body", False):
+            await self._send_last(message)
+        else:
+            await self._send(message)
+
+    async def _send_last(self, message: Message) -> None:
+        # Ending the response, hypercorn hands the app `http.disconnect` through the request's
+        # queue and waits for room in it. The unread body may have filled that queue (10
+        # chunks) and the app reads no more: without a reader the hand-over would wait for
+        # ever, leaving the connection open and a graceful stop waiting its whole timeout.
+        discard = asyncio.create_task(self._discard_until_disconnect())
+        try:
+            await self._send(message)
+        finally:
+            discard.cancel()
+
+    async def _discard_until_disconnect(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass

@@ -1,4 +1,6 @@
-"""Everything a request carries, parsed in one place: names, tokens, numbers, bodies, attributes.
+"""Everything a request carries, parsed in one place: names, tokens, numbers, bodies, attributes,
+the W3C trace context (a bulk body's array is read in bulk_jobs.py, an admin form in
+web/admin/request.py).
 
 Each parser raises `InvalidParameter` (or `BodyTooLarge`) with lmstfy's exact text, so
 every route answers the same malformed input the same way. Numbers follow Go's
@@ -8,12 +10,9 @@ Python's `int()` would partly accept, hence the regex.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import NoReturn
-from urllib.parse import parse_qsl
 
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import ClientDisconnect, Request
@@ -41,10 +40,10 @@ MAX_ATTRIBUTE_KEY = 32
 MAX_ATTRIBUTE_VALUE = 128
 INT64_MAX = 2**63 - 1
 ATTRIBUTE_PREFIX = b"job-attr-"
+MAX_TRACESTATE = 512
 
 # 20 digits hold any uint64 and keep int() away from Python's 4300-digit limit.
 _DIGITS = re.compile(r"[0-9]{1,20}")
-JSON_SPACE = " \t\n\r"
 
 
 # -- numbers -------------------------------------------------------------------
@@ -331,66 +330,65 @@ def attributes(headers: Headers) -> dict[str, str] | None:
     return found
 
 
-def bulk_bodies(raw: bytes) -> list[bytes]:
-    """Each element's exact JSON text (as Go's []json.RawMessage keeps it), one per job."""
-    try:
-        # surrogateescape round-trips bytes that are not UTF-8, as Go keeps them inside strings.
-        elements = split_json_array(raw.decode("utf-8", "surrogateescape"))
-    except (ValueError, RecursionError) as exc:
-        raise InvalidParameter("request body should be an array of objects") from exc
-    if not elements:
-        raise InvalidParameter("no jobs")
-    if len(elements) > MAX_BULK_JOBS:
-        raise InvalidParameter("too many jobs")
-    return [element.encode("utf-8", "surrogateescape") for element in elements]
+# -- trace context -------------------------------------------------------------
+
+# A publish's W3C trace context (SPEC 15): the `traceparent` and `tracestate` headers, checked.
+#
+# W3C's rule: an invalid traceparent is ignored, never refused, and takes the tracestate with it (a
+# tracestate means nothing without its parent). Version 00 must have exactly its shape, lowercase hex,
+# ids not all zero. A higher version (01..fe; ff is invalid) may be longer: as W3C says, its first four
+# fields are read when they have version 00's shape and the header ends or goes on with "-" after
+# them, and the job keeps them as version 00 (the version we speak, as a forwarding W3C participant
+# sends). A tracestate is kept as sent when it is at most 512 bytes of printable ASCII (SPEC 15); a
+# longer or otherwise malformed one is dropped whole (W3C lets a participant drop what it cannot
+# keep; cutting list members off would need parsing them), and the traceparent stays.
+
+_FIELDS = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_ZERO_TRACE, _ZERO_PARENT = "0" * 32, "0" * 16
+_PRINTABLE = re.compile(r"[\x20-\x7e]*")
+_OWS = " \t"
 
 
-def _reject_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
+def trace_context(traceparent: str | None, tracestate: str | None) -> TraceContext | None:
+    """The context these two values make, or None when the traceparent is absent or invalid."""
+    if traceparent is None:
+        return None
+    parent = _traceparent(traceparent.strip(_OWS))
+    return None if parent is None else TraceContext(parent, _tracestate(tracestate))
 
 
-DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+def trace_from_headers(headers: Headers) -> TraceContext | None:
+    """A request's trace context; None (the common case) costs one header look-up."""
+    traceparent = headers.get("traceparent")
+    if traceparent is None:
+        return None
+    return trace_context(traceparent, tracestate_of(headers))
 
 
-def skip_space(text: str, at: int) -> int:
-    while at < len(text) and text[at] in JSON_SPACE:
-        at += 1
-    return at
+def tracestate_of(headers: Headers) -> str | None:
+    """The tracestate header: W3C's one list, several headers joined by commas."""
+    states = headers.getlist("tracestate")
+    return ",".join(states) if states else None
 
 
-def split_json_array(text: str) -> list[str]:
-    at = skip_space(text, 0)
-    if text[at:].rstrip(JSON_SPACE) == "null":  # Go decodes null into an empty slice
-        return []
-    if not text.startswith("[", at):
-        raise ValueError("not an array")
-    elements: list[str] = []
-    at = skip_space(text, at + 1)
-    if text.startswith("]", at):
-        return _end_of_array(text, at, elements)
-    while True:
-        _, end = DECODER.raw_decode(text, at)
-        elements.append(text[at:end])
-        at = skip_space(text, end)
-        if text.startswith("]", at):
-            return _end_of_array(text, at, elements)
-        if not text.startswith(",", at):
-            raise ValueError("expected ',' or ']'")
-        at = skip_space(text, at + 1)
+def _traceparent(text: str) -> str | None:
+    found = _FIELDS.match(text)
+    if found is None:
+        return None
+    version, trace_id, parent_id, flags = found.groups()
+    if version == "ff" or trace_id == _ZERO_TRACE or parent_id == _ZERO_PARENT:
+        return None
+    if version == "00":
+        return text if len(text) == 55 else None
+    if len(text) > 55 and text[55] != "-":
+        return None
+    return f"00-{trace_id}-{parent_id}-{flags}"
 
 
-def _end_of_array(text: str, at: int, elements: list[str]) -> list[str]:
-    if skip_space(text, at + 1) != len(text):
-        raise ValueError("data after the array")
-    return elements
-
-
-def form_values(body: bytes, content_type: str, query: QueryParams) -> dict[str, str]:
-    """Go's Request.Form: url-encoded body fields first, then query fields, first value wins."""
-    merged: dict[str, str] = {}
-    if content_type.split(";")[0].strip().lower() == "application/x-www-form-urlencoded":
-        for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
-            merged.setdefault(key, value)
-    for key, value in query.multi_items():
-        merged.setdefault(key, value)
-    return merged
+def _tracestate(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip(_OWS)
+    if not text or len(text) > MAX_TRACESTATE or _PRINTABLE.fullmatch(text) is None:
+        return None
+    return text

@@ -203,7 +203,7 @@ async def test_the_limit_refresh_survives_a_crash(runtime: Runtime, caplog: pyte
     # A limit stored by another process (straight into Redis, as its admin API would) still arrives.
     other_process = LimitStore(limits.redis, limits.pools)
     await other_process.set("default", NS, "tok", Limit(1, 1, 10))
-    await eventually(lambda: limits.cached("default", NS, "tok") == Limit(1, 1, 10))
+    await eventually(lambda: limits.table.get(("default", NS, "tok")) == Limit(1, 1, 10))
     assert len(crash_records(caplog, "limits")) == 1
 
 

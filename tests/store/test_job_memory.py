@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from lmstfy_py import ids
-from lmstfy_py.store import keys
+from lmstfy_py.store import jobdata, keys
 from lmstfy_py.store.engine import Engine, now_ms
 from lmstfy_py.store.jobdata import encode_data
 from lmstfy_py.store.pump import Pump
@@ -123,7 +123,7 @@ async def test_a_job_whose_id_tells_when_it_was_created_keeps_no_field_c(engine:
 
 
 async def test_a_business_id_keeps_field_c_even_when_it_looks_like_ours(engine: Engine) -> None:
-    lookalike = ids.new_job_id(0, 0, now_ms() - 3_600_000)  # an hour older than the job
+    lookalike = jobdata.new_job_id(0, 0, now_ms() - 3_600_000)  # an hour older than the job
     for job_id in ["order-42", lookalike]:
         await engine.publish(NS, "business", NewJob(b"b", job_id=job_id))
         stored = await engine.redis.hget(keys.job(NS, "business", job_id), "c")

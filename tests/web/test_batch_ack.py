@@ -11,10 +11,9 @@ import uuid
 import httpx
 import pytest
 
-from lmstfy_py import ids
 from lmstfy_py.config import PoolConfig
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.store import keys, pools
+from lmstfy_py.store import jobdata, keys, pools
 from lmstfy_py.store.migration import MigrationEngine
 from lmstfy_py.types import NewJob
 from lmstfy_py.web.params import MAX_CONSUME_COUNT
@@ -77,7 +76,7 @@ async def test_one_batch_removes_jobs_in_every_state_and_leaves_no_key(api: Api,
 async def test_unknown_ids_and_other_queues_jobs_answer_204_and_touch_nothing(api: Api) -> None:
     elsewhere = await api.publish("other")
     kept = await api.publish()
-    response = await batch_ack(api, f"{ids.new_job_id(0)},{ids.new_job_id(5)}", elsewhere)
+    response = await batch_ack(api, f"{jobdata.new_job_id(0)},{jobdata.new_job_id(5)}", elsewhere)
     assert response.status_code == 204
     assert await exists(api, elsewhere, "other") and await exists(api, kept)
 
@@ -119,7 +118,7 @@ async def test_no_id_is_refused(api: Api, values: tuple[str, ...]) -> None:
 
 async def test_more_than_the_maximum_is_refused(api: Api) -> None:
     job_ids = await publish_many(api, MAX_CONSUME_COUNT)
-    one_more = ids.new_job_id(0)
+    one_more = jobdata.new_job_id(0)
     for values in ((*job_ids, one_more), (",".join([*job_ids, one_more]),)):
         response = await batch_ack(api, *values)
         assert (response.status_code, response.json()) == (400, {"error": f"more than {MAX_CONSUME_COUNT} job ids"})
@@ -173,7 +172,7 @@ async def test_each_id_counts_as_one_ack(
     headers = auth(await make_token(ns))
     response = await data.put(f"/api/{ns}/q/bulk", content=b"[1,2]", headers=headers)
     published = response.json()["job_ids"]
-    unknown = ids.new_job_id(0)
+    unknown = jobdata.new_job_id(0)
     query = [("job_id", ",".join([*published, unknown])), ("job_id", published[0])]  # a repeat counts once
     assert (await data.delete(f"/api/{ns}/q/jobs", params=query, headers=headers)).status_code == 204
     assert (await data.delete(f"/api/{ns}/q/job/{unknown}", headers=headers)).status_code == 204
@@ -189,7 +188,7 @@ async def test_a_migrating_pool_acks_the_batch_in_both_pools(redis_url: str) -> 
         migrating = MigrationEngine(old, new)
         legacy = (await old.publish("ns", "q", NewJob(b"old"))).job_id
         fresh = (await migrating.publish("ns", "q", NewJob(b"new"))).job_id
-        assert await migrating.ack_many("ns", "q", [legacy, fresh, ids.new_job_id(0)]) == 2
+        assert await migrating.ack_many("ns", "q", [legacy, fresh, jobdata.new_job_id(0)]) == 2
         assert (await old.size("ns", "q"), await new.size("ns", "q")) == (0, 0)
         assert await migrating.ack_many("ns", "q", [legacy, fresh]) == 0
     finally:

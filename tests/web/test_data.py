@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from lmstfy_py import ids
+from lmstfy_py.store import jobdata
 from lmstfy_py.web.params import MAX_BODY
 from tests.web.conftest import Api, MakeToken, auth
 
@@ -213,7 +214,7 @@ async def test_ack(api: Api) -> None:
     response = await api.get(f"/job/{job_id}")
     assert (response.status_code, response.json()) == (404, {"error": "job not found"})
     # ACKing what does not exist is no error either.
-    response = await api.client.delete(f"/api/ns/q/job/{ids.new_job_id(0)}", headers=api.headers)
+    response = await api.client.delete(f"/api/ns/q/job/{jobdata.new_job_id(0)}", headers=api.headers)
     assert response.status_code == 204
 
 
@@ -255,7 +256,7 @@ async def test_peek_job(api: Api) -> None:
         "finished_ms": None,
         "group": None,  # SPEC 14 (tests/web/test_flow.py)
     }
-    response = await api.get(f"/job/{ids.new_job_id(0)}")
+    response = await api.get(f"/job/{jobdata.new_job_id(0)}")
     assert (response.status_code, response.json()) == (404, {"error": "job not found"})
 
 
@@ -337,7 +338,7 @@ TOKEN_ROUTES = [
 
 
 def _url(path: str, ns: str) -> str:
-    return path.format(ns=ns, id=ids.new_job_id(0))
+    return path.format(ns=ns, id=jobdata.new_job_id(0))
 
 
 @pytest.mark.parametrize(("method", "path"), TOKEN_ROUTES)

@@ -271,12 +271,12 @@ async def test_another_runtime_sees_changes_and_namespace_deletes(redis_url: str
             await first.limits.create("default", "ns", token, limit)
         await first.limits.create("default", "ns2", "t1", limit)
         await second.limits.refresh()  # what its background loop does every REFRESH_S
-        assert second.limits.cached("default", "ns", "t1") == limit
+        assert second.limits.table.get(("default", "ns", "t1")) == limit
 
         assert await first.limits.delete_namespace("default", "ns") == 2
         assert await first.limits.delete_namespace("default", "ns") == 0
         await second.limits.refresh()
-        assert second.limits.cached("default", "ns", "t1") is None
+        assert second.limits.table.get(("default", "ns", "t1")) is None
         assert [entry.namespace for entry in await second.limits.list_all()] == ["ns2"]
     finally:
         await first.stop()

@@ -10,7 +10,8 @@ from starlette.datastructures import Headers, QueryParams
 
 from lmstfy_py.config import Defaults
 from lmstfy_py.errors import InvalidParameter
-from lmstfy_py.web import params
+from lmstfy_py.web import bulk_jobs, params
+from lmstfy_py.web.admin.request import form_values
 
 
 def refused(message: str) -> AbstractContextManager[object]:
@@ -128,7 +129,7 @@ def test_split_token() -> None:
 
 def test_bulk_bodies_keep_each_element_text() -> None:
     raw = b' [ {"a": 1}, "x" ,1.0e2,[ ],null,\n"\xff"] '
-    assert params.bulk_bodies(raw) == [b'{"a": 1}', b'"x"', b"1.0e2", b"[ ]", b"null", b'"\xff"']
+    assert bulk_jobs.bulk_bodies(raw) == [b'{"a": 1}', b'"x"', b"1.0e2", b"[ ]", b"null", b'"\xff"']
 
 
 @pytest.mark.parametrize(
@@ -136,16 +137,16 @@ def test_bulk_bodies_keep_each_element_text() -> None:
 )
 def test_bulk_bodies_refuse_what_is_not_a_json_array(raw: bytes) -> None:
     with refused("request body should be an array of objects"):
-        params.bulk_bodies(raw)
+        bulk_jobs.bulk_bodies(raw)
 
 
 def test_bulk_bodies_count() -> None:
-    assert len(params.bulk_bodies(b"[" + b",".join([b"1"] * 64) + b"]")) == 64
+    assert len(bulk_jobs.bulk_bodies(b"[" + b",".join([b"1"] * 64) + b"]")) == 64
     for raw in (b"[]", b" [ ] ", b"null"):
         with refused("no jobs"):
-            params.bulk_bodies(raw)
+            bulk_jobs.bulk_bodies(raw)
     with refused("too many jobs"):
-        params.bulk_bodies(b"[" + b",".join([b"1"] * 65) + b"]")
+        bulk_jobs.bulk_bodies(b"[" + b",".join([b"1"] * 65) + b"]")
 
 
 def _headers(*pairs: tuple[str, str]) -> Headers:
@@ -181,6 +182,6 @@ def test_too_many_attributes() -> None:
 
 def test_form_values_body_first_then_query() -> None:
     query = QueryParams("description=q&token=t1&token=t2")
-    found = params.form_values(b"description=b&x=%41", "application/x-www-form-urlencoded; charset=utf-8", query)
+    found = form_values(b"description=b&x=%41", "application/x-www-form-urlencoded; charset=utf-8", query)
     assert found == {"description": "b", "x": "A", "token": "t1"}
-    assert params.form_values(b"description=b", "text/plain", query)["description"] == "q"
+    assert form_values(b"description=b", "text/plain", query)["description"] == "q"

@@ -16,8 +16,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message
 
 from lmstfy_py.runtime import Runtime
-from lmstfy_py.web.middleware import build_app, route
-from lmstfy_py.web.request_body import SWEEP_S
+from lmstfy_py.web.middleware import SWEEP_S, build_app, route
 
 DEADLINE_S = 0.3
 

@@ -16,7 +16,7 @@ from lmstfy_py.runtime import Runtime
 from lmstfy_py.types import TraceContext
 from lmstfy_py.web import create_data_app
 from lmstfy_py.web.hot import HotRoutes
-from lmstfy_py.web.trace_params import trace_context
+from lmstfy_py.web.params import trace_context
 from tests.conftest import client_for
 from tests.web.conftest import Api, wait_for
 

@@ -1,9 +1,11 @@
-"""What every admin route reads from its request: the runtime, the pool, a namespace, an engine."""
+"""What every admin route reads from its request: the runtime, the pool, a namespace, an engine, a form."""
 
 from __future__ import annotations
 
 from typing import cast
+from urllib.parse import parse_qsl
 
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 
 from lmstfy_py.config import DEFAULT_POOL
@@ -33,3 +35,14 @@ def engine_of(request: Request) -> JobStore:
     if pool not in runtime.pools:
         raise InvalidParameter("pool not found")
     return runtime.pools.get(pool)
+
+
+def form_values(body: bytes, content_type: str, query: QueryParams) -> dict[str, str]:
+    """Go's Request.Form: url-encoded body fields first, then query fields, first value wins."""
+    merged: dict[str, str] = {}
+    if content_type.split(";")[0].strip().lower() == "application/x-www-form-urlencoded":
+        for key, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+            merged.setdefault(key, value)
+    for key, value in query.multi_items():
+        merged.setdefault(key, value)
+    return merged

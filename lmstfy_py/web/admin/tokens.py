@@ -13,7 +13,7 @@ from lmstfy_py.config import DEFAULT_POOL
 from lmstfy_py.errors import InvalidParameter
 from lmstfy_py.web import params
 from lmstfy_py.web.admin import readonly
-from lmstfy_py.web.admin.request import namespace_of, pool_of, runtime_of
+from lmstfy_py.web.admin.request import form_values, namespace_of, pool_of, runtime_of
 from lmstfy_py.web.middleware import route
 
 MIN_USER_TOKEN_LEN = 20
@@ -36,7 +36,7 @@ async def create_token(request: Request) -> Response:
     # and no description would make a token of it.
     ns = namespace_of(request)
     body = await params.read_body(request)
-    form = params.form_values(body, request.headers.get("content-type", ""), request.query_params)
+    form = form_values(body, request.headers.get("content-type", ""), request.query_params)
     description, user_token = form.get("description", ""), form.get("token", "")
     if not description:
         raise InvalidParameter("invalid description")

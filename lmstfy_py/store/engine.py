@@ -31,6 +31,7 @@ from lmstfy_py.store import keys, replies
 from lmstfy_py.store.contracts import jobs as contract
 from lmstfy_py.store.engine_base import (
     CHUNK,
+    LOWER_DUE,
     PEEK_SCAN,
     WAIT_SLICE_S,
     EngineObserver,
@@ -39,7 +40,6 @@ from lmstfy_py.store.engine_base import (
     TracedJob,
     TracedStep,
     ack_call,
-    index_due,
     job_prefix,
     now_ms,
     publish_keys,
@@ -113,7 +113,7 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         indexed = min(due for due in (earliest, reserved_due) if due) if earliest or reserved_due else 0
         start_ns = time.time_ns()
         try:
-            replies = await run_pipeline(self.script_client, calls, [index_due(ns, indexed)] if indexed else [])
+            replies = await run_pipeline(self.script_client, calls, [(*LOWER_DUE, indexed, ns)] if indexed else [])
         except BaseException:
             handover.unclaim(waiters)
             raise
@@ -344,7 +344,7 @@ class Engine(VerbOps, QueueOps, NamespaceOps, OutcomeOps, EventOps):
         acked = list(acks.items()) if acks else []
         before = [self.scripts.ack.call(*ack_call(ns, queue, job_ids)) for queue, job_ids in acked] if acked else []
         start_ns = time.time_ns()
-        answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [index_due(ns, due)])
+        answers = await run_pipeline(self.script_client, [*before, step.call(call_keys, args)], [(*LOWER_DUE, due, ns)])
         reserved, wake_at = step.parse(answers[len(before)])
         for (queue, _), answer in zip(acked, answers, strict=False):
             self.traced("ack", ns, start_ns, acked_traces(queue, self.scripts.ack.parse(answer)))

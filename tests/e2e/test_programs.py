@@ -116,8 +116,9 @@ def test_bench_redis_client(redis_url: str) -> None:
     assert "EVALSHA + ZADD pipeline:" in out, out
 
 
-def test_publish_path(redis_url: str) -> None:
-    out = ok(run("benchmarks/publish_path.py", "--redis-url", redis_url))
+@pytest.mark.parametrize("delay", ["0", "5"])
+def test_publish_path(redis_url: str, delay: str) -> None:
+    out = ok(run("benchmarks/publish_path.py", "--redis-url", redis_url, "--delay", delay))
     before = re.search(r"^(\d+) before the step is written: (.*)$", out, re.MULTILINE)
     assert before, out
     files = before.group(2).split(", ")

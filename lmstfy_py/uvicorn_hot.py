@@ -9,9 +9,9 @@ docs/PERFORMANCE.md ("Whole requests answered by the connection").
 A client cannot tell the two ways apart: the bytes are those RequestResponseCycle.send writes
 (the Date header, the answer's headers in order, `Connection: close` when the request or a stop
 asks for it); an answer waits, as there, while the client leaves earlier ones unread; and an
-answer given before the handler took the body ends the connection, as the body deadline does (web/middleware.py)
-for the ASGI way; tests/e2e/test_whole_requests.py holds the two ways to
-the same bytes. A request still waiting for its body, or asking `Expect: 100-continue`, and every
+answer given before the handler took the body ends the connection, as the body deadline
+(web/middleware.py) does for the ASGI way; tests/e2e/test_whole_requests.py holds the two ways
+to the same bytes. A request still waiting for its body, or asking `Expect: 100-continue`, and every
 other route, goes the ASGI way as uvicorn runs it. The answer still runs in a task of its own, as
 uvicorn's would: a stop waits for it (`server_state.tasks`), and redis-py's reads need a task
 (asyncio.timeout).

@@ -14,8 +14,8 @@ Response) and what the app's stack does around a handler, done here in one frame
 RequestMiddleware's request id, error rendering, metrics and access log (the same functions:
 `request_id`, errors.py's `render`, `instrument.record`, `accesslog.write`), MethodRouter's
 regex matching, the endpoint wrapper, the response's own ASGI call and the `send` wrappers. The
-body deadline is RequestBodyMiddleware's, as in the app (both in web/middleware.py). Measured in docs/PERFORMANCE.md
-(issue 27).
+body deadline is RequestBodyMiddleware's, as in the app (both in web/middleware.py). Measured in
+docs/PERFORMANCE.md (issue 27).
 """
 
 from __future__ import annotations

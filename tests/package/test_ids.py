@@ -1,4 +1,4 @@
-"""Job ids: lmstfy's ULIDs, spelled the same by every version of the encoder (ids.py)."""
+"""Job ids: lmstfy's ULIDs, spelled the same by every version of the encoder (store/jobdata.py) and read by ids.py."""
 
 from __future__ import annotations
 
